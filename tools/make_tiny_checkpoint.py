@@ -1,0 +1,233 @@
+#!/usr/bin/python3
+"""Write a tiny, seeded, random LLaDA or Dream checkpoint with the released tensor names.
+
+    make_tiny_checkpoint.py --arch llada|dream --out DIR [--seed S] [--shards N]
+                            [--dtype bf16|f16|f32] [--tied]
+                            [--layers N] [--d-model D] [--heads H] [--kv-heads K]
+                            [--head-dim HD] [--mlp M] [--vocab V]
+                            [--mask-id ID] [--eos-id ID] [--lm-head-std S]
+
+Defaults: LLaDA d_model 64, 2 layers, 4 heads (head_dim 16), MHA, mlp 128, vocab 128,
+mask 120, eos/pad 121, rope_theta 500000, eps 1e-5.  Dream hidden 64, 2 layers,
+4 heads, 2 kv heads, intermediate 128, vocab 128, mask 120, eos/pad/bos 121,
+rope_theta 1e6, eps 1e-6, q/k/v bias.  --head-dim sets d_model = heads * head_dim.
+
+Tensor names follow the released checkpoints (reference doc §1.2 / §2.2):
+  LLaDA: model.transformer.wte.weight, model.transformer.blocks.{i}.{attn_norm,q_proj,
+         k_proj,v_proj,attn_out,ff_norm,ff_proj,up_proj,ff_out}.weight,
+         model.transformer.ln_f.weight, model.transformer.ff_out.weight (absent if tied)
+  Dream: model.embed_tokens.weight, model.layers.{i}.input_layernorm.weight,
+         model.layers.{i}.self_attn.{q,k,v}_proj.{weight,bias}, self_attn.o_proj.weight,
+         post_attention_layernorm.weight, mlp.{gate,up,down}_proj.weight,
+         model.norm.weight, lm_head.weight (absent if tied)
+Weights are drawn in float32 from a numpy Generator(seed) and then stored in --dtype.
+Also importable: make_checkpoint(arch, out, **kw) -> config dict.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_np as st  # noqa: E402
+
+DEFAULTS = {
+    "llada": dict(layers=2, d_model=64, heads=4, kv_heads=4, mlp=128, vocab=128,
+                  mask_id=120, eos_id=121),
+    "dream": dict(layers=2, d_model=64, heads=4, kv_heads=2, mlp=128, vocab=128,
+                  mask_id=120, eos_id=121),
+}
+
+
+def llada_config(layers, d_model, heads, kv_heads, mlp, vocab, mask_id, eos_id, tied, dtype):
+    return {
+        "activation_type": "silu",
+        "alibi": False,
+        "alibi_bias_max": 8.0,
+        "architectures": ["LLaDAModelLM"],
+        "attention_dropout": 0.0,
+        "attention_layer_norm": False,
+        "attention_layer_norm_with_affine": True,
+        "bias_for_layer_norm": False,
+        "block_group_size": 1,
+        "block_type": "llama",
+        "d_model": d_model,
+        "embedding_dropout": 0.0,
+        "embedding_size": vocab,
+        "eos_token_id": eos_id,
+        "flash_attention": False,
+        "include_bias": False,
+        "include_qkv_bias": False,
+        "init_cutoff_factor": None,
+        "init_device": "meta",
+        "init_fn": "mitchell",
+        "init_std": 0.02,
+        "input_emb_norm": False,
+        "layer_norm_type": "rms",
+        "layer_norm_with_affine": True,
+        "mask_token_id": mask_id,
+        "max_sequence_length": 4096,
+        "mlp_hidden_size": mlp,
+        "mlp_ratio": 4,
+        "model_type": "llada",
+        "multi_query_attention": None,
+        "n_heads": heads,
+        "n_kv_heads": kv_heads,
+        "n_layers": layers,
+        "pad_token_id": eos_id,
+        "precision": "amp_bf16" if dtype == "bf16" else ("amp_fp16" if dtype == "f16" else "fp32"),
+        "residual_dropout": 0.0,
+        "rms_norm_eps": 1e-05,
+        "rope": True,
+        "rope_full_precision": True,
+        "rope_theta": 500000.0,
+        "scale_logits": False,
+        "transformers_version": "4.46.3",
+        "use_cache": False,
+        "vocab_size": vocab,
+        "weight_tying": bool(tied),
+    }
+
+
+def dream_config(layers, d_model, heads, kv_heads, mlp, vocab, mask_id, eos_id, tied, dtype):
+    return {
+        "architectures": ["DreamModel"],
+        "attention_dropout": 0.0,
+        "bos_token_id": eos_id,
+        "eos_token_id": eos_id,
+        "hidden_act": "silu",
+        "hidden_size": d_model,
+        "initializer_range": 0.02,
+        "intermediate_size": mlp,
+        "mask_token_id": mask_id,
+        "max_position_embeddings": 131072,
+        "max_window_layers": layers,
+        "model_type": "Dream",
+        "num_attention_heads": heads,
+        "num_hidden_layers": layers,
+        "num_key_value_heads": kv_heads,
+        "pad_token_id": eos_id,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "tie_word_embeddings": bool(tied),
+        "torch_dtype": {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype],
+        "transformers_version": "4.46.2",
+        "use_cache": False,
+        "use_sliding_window": False,
+        "vocab_size": vocab,
+    }
+
+
+def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layers=None,
+                    d_model=None, heads=None, kv_heads=None, head_dim=None, mlp=None,
+                    vocab=None, mask_id=None, eos_id=None, lm_head_std=0.25, w_std=0.08,
+                    emb_std=0.5):
+    if arch not in DEFAULTS:
+        raise ValueError("arch must be llada or dream")
+    d = dict(DEFAULTS[arch])
+    for k, v in dict(layers=layers, d_model=d_model, heads=heads, kv_heads=kv_heads, mlp=mlp,
+                     vocab=vocab, mask_id=mask_id, eos_id=eos_id).items():
+        if v is not None:
+            d[k] = v
+    if arch == "llada" and kv_heads is None:
+        d["kv_heads"] = d["heads"]
+    if head_dim is not None:
+        d["d_model"] = d["heads"] * head_dim
+    if d["d_model"] % d["heads"] or d["heads"] % d["kv_heads"]:
+        raise ValueError("d_model must divide by heads and heads by kv_heads")
+    hd = d["d_model"] // d["heads"]
+    if hd % 2:
+        raise ValueError("head_dim must be even (RoPE)")
+    if not (0 <= d["mask_id"] < d["vocab"] and 0 <= d["eos_id"] < d["vocab"]):
+        raise ValueError("mask/eos ids must be < vocab")
+
+    rng = np.random.default_rng(seed)
+    D, F, V, H, KV = d["d_model"], d["mlp"], d["vocab"], d["heads"], d["kv_heads"]
+
+    def w(*shape, std=w_std):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def norm_w(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    t = {}
+    if arch == "llada":
+        p = "model.transformer."
+        t[p + "wte.weight"] = w(V, D, std=emb_std)
+        for i in range(d["layers"]):
+            b = p + "blocks.%d." % i
+            t[b + "attn_norm.weight"] = norm_w(D)
+            t[b + "q_proj.weight"] = w(D, D)
+            t[b + "k_proj.weight"] = w(KV * hd, D)
+            t[b + "v_proj.weight"] = w(KV * hd, D)
+            t[b + "attn_out.weight"] = w(D, D)
+            t[b + "ff_norm.weight"] = norm_w(D)
+            t[b + "ff_proj.weight"] = w(F, D)
+            t[b + "up_proj.weight"] = w(F, D)
+            t[b + "ff_out.weight"] = w(D, F)
+        t[p + "ln_f.weight"] = norm_w(D)
+        if not tied:
+            t[p + "ff_out.weight"] = w(V, D, std=lm_head_std)
+        cfg = llada_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
+    else:
+        t["model.embed_tokens.weight"] = w(V, D, std=emb_std)
+        for i in range(d["layers"]):
+            b = "model.layers.%d." % i
+            t[b + "input_layernorm.weight"] = norm_w(D)
+            t[b + "self_attn.q_proj.weight"] = w(D, D)
+            t[b + "self_attn.q_proj.bias"] = w(D, std=0.05)
+            t[b + "self_attn.k_proj.weight"] = w(KV * hd, D)
+            t[b + "self_attn.k_proj.bias"] = w(KV * hd, std=0.05)
+            t[b + "self_attn.v_proj.weight"] = w(KV * hd, D)
+            t[b + "self_attn.v_proj.bias"] = w(KV * hd, std=0.05)
+            t[b + "self_attn.o_proj.weight"] = w(D, D)
+            t[b + "post_attention_layernorm.weight"] = norm_w(D)
+            t[b + "mlp.gate_proj.weight"] = w(F, D)
+            t[b + "mlp.up_proj.weight"] = w(F, D)
+            t[b + "mlp.down_proj.weight"] = w(D, F)
+        t["model.norm.weight"] = norm_w(D)
+        if not tied:
+            t["lm_head.weight"] = w(V, D, std=lm_head_std)
+        cfg = dream_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
+
+    os.makedirs(out, exist_ok=True)
+    for fn in os.listdir(out):  # remove stale shards from an earlier run
+        if fn.endswith(".safetensors") or fn == "model.safetensors.index.json":
+            os.remove(os.path.join(out, fn))
+    st.write_sharded(out, t, n_shards=shards, dtype=dtype, metadata={"format": "pt"})
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    return cfg
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", required=True, choices=["llada", "dream"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"])
+    ap.add_argument("--tied", action="store_true")
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--d-model", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--kv-heads", type=int)
+    ap.add_argument("--head-dim", type=int)
+    ap.add_argument("--mlp", type=int)
+    ap.add_argument("--vocab", type=int)
+    ap.add_argument("--mask-id", type=int)
+    ap.add_argument("--eos-id", type=int)
+    ap.add_argument("--lm-head-std", type=float, default=0.25)
+    a = ap.parse_args(argv)
+    make_checkpoint(a.arch, a.out, seed=a.seed, shards=a.shards, dtype=a.dtype, tied=a.tied,
+                    layers=a.layers, d_model=a.d_model, heads=a.heads, kv_heads=a.kv_heads,
+                    head_dim=a.head_dim, mlp=a.mlp, vocab=a.vocab, mask_id=a.mask_id,
+                    eos_id=a.eos_id, lm_head_std=a.lm_head_std)
+
+
+if __name__ == "__main__":
+    main()
