@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Train dllmq-synth-tiny: a ~3.4 M-parameter LLaDA-architecture masked-diffusion LM on the
+synthetic word problems (data/synth), with LLaDA's SFT objective.
+
+PyTorch: Debian 12 `python3-torch` (1.13, CPU) run with /usr/bin/python3; BLAS via
+update-alternatives -> OpenBLAS (openmp). `tokenizers` from PyPI.
+
+Objective (LLaDA SFT): sequence = chat-templated prompt | answer tokens + <|eot_id|> + EOS
+padding up to GEN_LEN. Prompt tokens are never masked; every answer/padding position is
+masked independently with prob p = (1-eps)*t + eps, t ~ U(0,1) per sample. Loss = sum over
+masked positions of CE/p, divided by the answer length (GEN_LEN, EOS padding included as in
+LLaDA) and averaged over the batch.
+
+Run (background, niced, 2 threads; resumes from the last checkpoint automatically):
+  nohup nice -n 10 /usr/bin/python3 training/train.py --seed 0 > training/logs/train_seed0.out 2>&1 &
+Checkpoints go to training/checkpoints/ (not committed); the learning curve to
+training/logs/curve_seed{seed}.csv.
+"""
+import argparse
+import csv
+import math
+import os
+import random
+import time
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+
+from model import Config, LLaDA, Specials, exact_match, load_jsonl, render_prompt
+
+GEN_LEN = 48  # smallest multiple of 16 holding every answer + <|eot_id|> + >= 1 EOS (max is 38)
+
+
+def tokenize(tok, rows, sp):
+    prompts = tok.encode_batch([render_prompt(r["question"]) for r in rows], add_special_tokens=False)
+    answers = tok.encode_batch([r["answer"] + "<|eot_id|>" for r in rows], add_special_tokens=False)
+    data = []
+    for p, a in zip(prompts, answers):
+        assert len(a.ids) < GEN_LEN, "answer does not fit GEN_LEN with one EOS"
+        data.append((p.ids, a.ids + [sp.eos] * (GEN_LEN - len(a.ids))))
+    return data
+
+
+def make_batch(data, idx, sp, gen):
+    """Right-padded batch: ids, clean targets, attention validity, answer-region mask."""
+    B = len(idx)
+    T = max(len(data[i][0]) for i in idx) + GEN_LEN
+    x0 = torch.full((B, T), sp.eos, dtype=torch.long)
+    valid = torch.zeros(B, T, dtype=torch.bool)
+    ans = torch.zeros(B, T, dtype=torch.bool)
+    for r, i in enumerate(idx):
+        p, a = data[i]
+        x0[r, :len(p)] = torch.tensor(p)
+        x0[r, len(p):len(p) + GEN_LEN] = torch.tensor(a)
+        valid[r, :len(p) + GEN_LEN] = True
+        ans[r, len(p):len(p) + GEN_LEN] = True
+    eps = 1e-3
+    t = torch.rand(B, 1, generator=gen)
+    p_mask = (1 - eps) * t + eps  # [B, 1]
+    masked = (torch.rand(B, T, generator=gen) < p_mask) & ans
+    xt = torch.where(masked, torch.full_like(x0, sp.mask), x0)
+    return xt, x0, valid, masked, p_mask
+
+
+def lr_at(step, a):
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    prog = (step - a.warmup) / max(1, a.steps - a.warmup)
+    return a.min_lr + 0.5 * (a.lr - a.min_lr) * (1 + math.cos(math.pi * prog))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--min-lr", type=float, default=1e-4)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ckpt-every", type=int, default=250)
+    ap.add_argument("--eval-every", type=int, default=500)
+    ap.add_argument("--n-val-eval", type=int, default=200)
+    ap.add_argument("--model-dir", default="models/dllmq-synth-tiny")  # tokenizer source
+    ap.add_argument("--data", default="data/synth")
+    ap.add_argument("--ckpt-dir", default="training/checkpoints")
+    ap.add_argument("--log-dir", default="training/logs")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    random.seed(a.seed)
+    tok = Tokenizer.from_file(os.path.join(a.model_dir, "tokenizer.json"))
+    sp = Specials(tok)
+    cfg = Config(vocab_size=tok.get_vocab_size())
+    t0 = time.time()
+    train = tokenize(tok, load_jsonl(os.path.join(a.data, "train.jsonl")), sp)
+    val_rows = load_jsonl(os.path.join(a.data, "validation.jsonl"))[:a.n_val_eval]
+    print(f"tokenized {len(train)} train problems in {time.time() - t0:.1f}s", flush=True)
+
+    model = LLaDA(cfg)
+    print(f"params: {sum(p.numel() for p in model.parameters()):,}", flush=True)
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]  # norm weights
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
+
+    os.makedirs(a.ckpt_dir, exist_ok=True)
+    os.makedirs(a.log_dir, exist_ok=True)
+    ckpt = os.path.join(a.ckpt_dir, f"seed{a.seed}.pt")
+    curve = os.path.join(a.log_dir, f"curve_seed{a.seed}.csv")
+    step, elapsed = 0, 0.0
+    if os.path.exists(ckpt):  # resume
+        s = torch.load(ckpt)
+        model.load_state_dict(s["model"])
+        opt.load_state_dict(s["opt"])
+        step, elapsed = s["step"], s["elapsed"]
+        print(f"resumed from {ckpt} at step {step}", flush=True)
+        with open(curve) as f:  # drop curve rows logged after the checkpoint
+            rows = [r for r in csv.reader(f) if r[0] == "step" or int(r[0]) <= step]
+        with open(curve, "w") as f:
+            csv.writer(f).writerows(rows)
+    else:
+        with open(curve, "w") as f:
+            csv.writer(f).writerow(["step", "loss", "lr", "elapsed_s", "val_exact_match"])
+
+    model.train()
+    run_loss, run_n, t_last = 0.0, 0, time.time()
+    while step < a.steps:
+        # batch indices and masks depend only on (seed, step): resuming reproduces the run
+        gen = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
+        idx = torch.randint(len(train), (a.batch,), generator=gen).tolist()
+        xt, x0, valid, masked, p_mask = make_batch(train, idx, sp, gen)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a)
+        logits = model(xt, valid)
+        ce = F.cross_entropy(logits[masked], x0[masked], reduction="none")
+        w = (1.0 / p_mask.expand_as(masked))[masked]
+        loss = (ce * w).sum() / (GEN_LEN * a.batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        run_loss += loss.item()
+        run_n += 1
+        now = time.time()
+        elapsed += now - t_last
+        t_last = now
+
+        val = ""
+        if step % a.eval_every == 0 or step == a.steps:
+            model.eval()
+            val, _ = exact_match(model, tok, val_rows, GEN_LEN, sp)
+            model.train()
+            t_last = time.time()  # evaluation time is not training time
+        if step % 50 == 0 or val != "":
+            with open(curve, "a") as f:
+                csv.writer(f).writerow([step, f"{run_loss / max(run_n, 1):.4f}", f"{lr_at(step - 1, a):.2e}",
+                                        f"{elapsed:.0f}", val if val == "" else f"{val:.3f}"])
+            print(f"step {step} loss {run_loss / max(run_n, 1):.4f} lr {lr_at(step - 1, a):.2e} "
+                  f"t {elapsed:.0f}s" + (f" val_em {val:.3f}" if val != "" else ""), flush=True)
+            run_loss, run_n = 0.0, 0
+        if step % a.ckpt_every == 0 or step == a.steps:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                        "elapsed": elapsed, "config": cfg.__dict__}, ckpt + ".tmp")
+            os.replace(ckpt + ".tmp", ckpt)
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
