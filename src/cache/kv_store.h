@@ -1,0 +1,61 @@
+// KV store interface. Positions in a dLLM canvas never move, so a store works on position
+// ranges per layer: the block-start refresh writes rows, cached forwards read them back as f32
+// rows one KV head at a time. The store receives pre-RoPE K and decides where RoPE is applied
+// (dense and KIVI stores rotate before storing; KVQuant-style stores after dequantizing).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "ops/attention.h"
+
+namespace dllmq {
+
+struct PosRange {
+  int begin = 0;
+  int end = 0;
+  int size() const { return end - begin; }
+  bool empty() const { return end <= begin; }
+};
+
+struct KvGeometry {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+class KvStore {
+ public:
+  virtual ~KvStore() = default;
+
+  // Starts a new canvas of `n_positions` rows; drops everything held.
+  virtual void reset(int n_positions) = 0;
+  // k_pre, v: [n, kv_dim] f32 rows for positions [p0, p0 + n) of `layer`.
+  virtual void write(int layer, int p0, int n, const float* k_pre, const float* v) = 0;
+  // Rows [p0, p0 + n) of (layer, kv_head): K post-RoPE and V as f32.
+  virtual KvRows read(int layer, int kv_head, int p0, int n, float* k_scratch,
+                      float* v_scratch) const = 0;
+  // Bytes held for the rows written since reset, and the same rows at fp16.
+  virtual size_t bytes() const = 0;
+  virtual size_t bytes_fp16() const = 0;
+  virtual std::string name() const = 0;
+};
+
+// A KvRowSource over rows [p0, p0 + n) of one layer of a store.
+class StoredKvRows final : public KvRowSource {
+ public:
+  StoredKvRows(const KvStore& s, int layer, PosRange r) : s_(s), layer_(layer), r_(r) {}
+  int n_rows() const override { return r_.size(); }
+  KvRows rows(int g, float* ks, float* vs) const override {
+    return s_.read(layer_, g, r_.begin, r_.size(), ks, vs);
+  }
+
+ private:
+  const KvStore& s_;
+  int layer_;
+  PosRange r_;
+};
+
+}  // namespace dllmq

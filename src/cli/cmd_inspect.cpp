@@ -1,0 +1,61 @@
+// dllmq inspect -m DIR: architecture, geometry, parameters, weight bytes, KV bytes per token.
+#include <cstdio>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "model/model.h"
+
+namespace dllmq::cli {
+
+void register_inspect(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Describe a model directory");
+  auto model = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
+  cmd->add_option("-m,--model", *model, "model directory (config.json + safetensors)")->required();
+  cmd->add_flag("--json", *as_json, "print one JSON object");
+  cmd->callback([=] {
+    auto m = Model::load(*model);
+    const ModelConfig& c = m->config();
+    const size_t wbytes = m->checkpoint().total_bytes();
+    nlohmann::json j = {{"architecture", arch_name(c.arch)},
+                        {"model_type", c.model_type},
+                        {"n_layers", c.n_layers},
+                        {"d_model", c.d_model},
+                        {"n_heads", c.n_heads},
+                        {"n_kv_heads", c.n_kv_heads},
+                        {"head_dim", c.head_dim},
+                        {"mlp_hidden", c.mlp_hidden},
+                        {"vocab_size", c.vocab_size},
+                        {"rope_theta", c.rope_theta},
+                        {"tied_embeddings", c.tied_embeddings},
+                        {"qkv_bias", c.qkv_bias},
+                        {"logits_shift", c.logits_shift},
+                        {"mask_id", c.mask_id},
+                        {"eos_id", c.eos_id},
+                        {"n_params", m->weights().n_params},
+                        {"weight_dtype", std::string(dtype_name(m->weights().dtype))},
+                        {"weight_bytes", wbytes},
+                        {"kv_bytes_per_token_fp16", c.kv_bytes_per_token_fp16()}};
+    if (*as_json) {
+      std::puts(j.dump().c_str());
+      return;
+    }
+    fmt::print("model          {}\n", *model);
+    fmt::print("architecture   {} (model_type '{}'){}\n", arch_name(c.arch), c.model_type,
+               c.logits_shift ? ", logits shifted by 1 (row j predicts token j+1)" : "");
+    fmt::print("layers         {}\n", c.n_layers);
+    fmt::print("d_model        {}\n", c.d_model);
+    fmt::print("heads          {} query, {} KV (head dim {}){}\n", c.n_heads, c.n_kv_heads, c.head_dim,
+               c.n_heads != c.n_kv_heads ? ", grouped-query" : "");
+    fmt::print("mlp hidden     {}\n", c.mlp_hidden);
+    fmt::print("vocab          {} (mask {}, eos {})\n", c.vocab_size, c.mask_id, c.eos_id);
+    fmt::print("rope theta     {}\n", c.rope_theta);
+    fmt::print("parameters     {} ({:.3f} B)\n", m->weights().n_params, m->weights().n_params / 1e9);
+    fmt::print("weights        {} bytes, dtype {} (memory-mapped)\n", wbytes, dtype_name(m->weights().dtype));
+    fmt::print("KV per token   {} bytes at fp16 (K+V, all layers)\n", c.kv_bytes_per_token_fp16());
+  });
+}
+
+}  // namespace dllmq::cli

@@ -1,0 +1,11 @@
+// Subcommands of the dllmq binary; each lives in its own cmd_*.cpp and registers itself here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dllmq::cli {
+
+void register_inspect(CLI::App& app);
+void register_logits(CLI::App& app);
+
+}  // namespace dllmq::cli

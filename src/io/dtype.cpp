@@ -1,0 +1,30 @@
+#include "io/dtype.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "util/half.h"
+
+namespace dllmq {
+
+void to_f32(DType t, const void* src, float* dst, size_t n) {
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case DType::kBF16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      // Shift into the high half; the compiler vectorises this loop.
+      auto* d = reinterpret_cast<uint32_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<uint32_t>(s[i]) << 16;
+      return;
+    }
+    case DType::kF16: {
+      const auto* s = static_cast<const _Float16*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
+  }
+}
+
+}  // namespace dllmq

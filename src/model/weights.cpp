@@ -1,0 +1,111 @@
+#include "model/weights.h"
+
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "util/error.h"
+
+namespace dllmq {
+
+namespace {
+
+// Tensor names of one architecture, as released.
+struct Names {
+  std::string embed, final_norm, lm_head;
+  std::string layer_prefix;  // with {} for the layer index
+  std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+};
+
+Names names_for(Arch a) {
+  if (a == Arch::kLLaDA)
+    return {"model.transformer.wte.weight", "model.transformer.ln_f.weight", "model.transformer.ff_out.weight",
+            "model.transformer.blocks.{}.", "attn_norm", "q_proj", "k_proj", "v_proj", "attn_out",
+            "ff_norm", "ff_proj", "up_proj", "ff_out"};
+  return {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.{}.",
+          "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+          "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+}
+
+class Binder {
+ public:
+  Binder(const Checkpoint& c, const ModelConfig& cfg) : c_(c), cfg_(cfg) {}
+
+  const TensorView* get(const std::string& name, std::vector<int64_t> shape) {
+    const TensorView* t = c_.find(name);
+    if (t == nullptr)
+      fail("{}: missing tensor '{}' required by the {} architecture", c_.dir(), name, arch_name(cfg_.arch));
+    if (t->shape != shape)
+      fail("{}: tensor '{}' has shape {} but config.json (d_model {}, heads {}/{}, mlp {}, vocab {}) "
+           "expects [{}]",
+           t->file, name, t->shape_str(), cfg_.d_model, cfg_.n_heads, cfg_.n_kv_heads, cfg_.mlp_hidden,
+           cfg_.vocab_size, fmt::join(shape, ", "));
+    used_.insert(name);
+    n_params_ += t->numel();
+    return t;
+  }
+  std::vector<float> vec(const std::string& name, int d) {
+    const TensorView* t = get(name, {d});
+    std::vector<float> out(d);
+    to_f32(t->dtype, t->data, out.data(), d);
+    return out;
+  }
+  Linear lin(const std::string& base, int out, int in, bool bias) {
+    Linear l;
+    l.w = get(base + ".weight", {out, in});
+    if (bias) l.b = get(base + ".bias", {out});
+    l.out = out;
+    l.in = in;
+    return l;
+  }
+  void check_unexpected() const {
+    for (auto& [name, t] : c_.tensors())
+      if (!used_.count(name))
+        fail("{}: unexpected tensor '{}' for the {} architecture (config.json n_layers {}, tying {})", t->file,
+             name, arch_name(cfg_.arch), cfg_.n_layers, cfg_.tied_embeddings);
+  }
+  size_t n_params() const { return n_params_; }
+
+ private:
+  const Checkpoint& c_;
+  const ModelConfig& cfg_;
+  std::set<std::string> used_;
+  size_t n_params_ = 0;
+};
+
+}  // namespace
+
+ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  const Names nm = names_for(cfg.arch);
+  Binder b(ckpt, cfg);
+  ModelWeights w;
+  const int d = cfg.d_model, qd = cfg.n_heads * cfg.head_dim, kvd = cfg.kv_dim();
+  w.embed = b.get(nm.embed, {cfg.vocab_size, d});
+  w.dtype = w.embed->dtype;
+  for (int i = 0; i < cfg.n_layers; ++i) {
+    const std::string p = fmt::format(fmt::runtime(nm.layer_prefix), i);
+    LayerWeights L;
+    L.attn_norm = b.vec(p + nm.attn_norm + ".weight", d);
+    L.q = b.lin(p + nm.q, qd, d, cfg.qkv_bias);
+    L.k = b.lin(p + nm.k, kvd, d, cfg.qkv_bias);
+    L.v = b.lin(p + nm.v, kvd, d, cfg.qkv_bias);
+    L.o = b.lin(p + nm.o, d, qd, false);
+    L.ffn_norm = b.vec(p + nm.ffn_norm + ".weight", d);
+    L.gate = b.lin(p + nm.gate, cfg.mlp_hidden, d, false);
+    L.up = b.lin(p + nm.up, cfg.mlp_hidden, d, false);
+    L.down = b.lin(p + nm.down, d, cfg.mlp_hidden, false);
+    w.layers.push_back(std::move(L));
+  }
+  w.final_norm = b.vec(nm.final_norm, d);
+  if (cfg.tied_embeddings) {
+    w.lm_head = {w.embed, nullptr, cfg.vocab_size, d};
+  } else {
+    w.lm_head = b.lin(nm.lm_head.substr(0, nm.lm_head.size() - 7), cfg.vocab_size, d, false);
+  }
+  b.check_unexpected();
+  w.n_params = b.n_params();
+  return w;
+}
+
+}  // namespace dllmq
