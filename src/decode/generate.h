@@ -1,0 +1,72 @@
+// Diffusion decoding: the block driver with its transfer schedule, unmask policy and cache
+// policy (ARCHITECTURE.md "the four decode parts"), plus Dream's own whole-canvas sampler.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/kv_store.h"
+#include "model/model.h"
+
+namespace dllmq {
+
+enum class CacheMode { kNone, kPrefix, kDual };
+// Ranking of masked positions: LLaDA's low_confidence/random, Dream's maskgit_plus (= max prob),
+// topk_margin, entropy, origin.
+enum class RankAlg { kLowConfidence, kRandom, kMaskgitPlus, kTopkMargin, kEntropy, kOrigin };
+
+CacheMode parse_cache_mode(const std::string& s);  // throws naming --cache
+RankAlg parse_rank_alg(const std::string& s);      // throws naming --alg
+const char* cache_mode_name(CacheMode m);
+const char* rank_alg_name(RankAlg a);
+
+struct GenerateOptions {
+  int gen_length = 256;
+  int block_length = 32;
+  int steps = 256;                  // total over all blocks, as in the reference functions
+  std::optional<double> threshold;  // Fast-dLLM confidence threshold tau
+  std::optional<double> factor;     // Fast-dLLM factor f
+  CacheMode cache = CacheMode::kNone;
+  std::optional<RankAlg> alg;       // default: low_confidence (LLaDA), entropy (Dream)
+  double temperature = 0.0;
+  double top_p = 1.0;               // Dream sampling filters
+  int top_k = 0;
+  double alg_temp = 0.0;            // Dream: softmax temperature over confidences when choosing
+  double eps = 1e-3;                // Dream timestep schedule end
+  double cfg_scale = 0.0;           // LLaDA classifier-free guidance
+  bool logits_eos_inf = false;
+  bool confidence_eos_eot_inf = false;
+  bool early_stop = false;          // stop when every remaining block would be EOS (off: parity)
+  uint64_t seed = 0;
+  std::string kv = "fp16";          // KV store: fp32 | fp16 | bf16 (quantized stores later)
+};
+
+// What the per-step callback sees (ARCHITECTURE.md: tests, --show-steps, tracing hang on it).
+struct StepInfo {
+  std::span<const int32_t> canvas;     // [prompt | generated], MASK where not yet revealed
+  std::span<const int32_t> revealed;   // canvas positions revealed at this step
+  int block = 0;                       // block index (0 for whole-canvas samplers)
+  int step = 0;                        // step index over the whole run
+  int prompt_length = 0;
+  const KvStore* store = nullptr;      // null for --cache none
+};
+using StepCallback = std::function<void(const StepInfo&)>;
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids, length gen_length
+  int nfe = 0;                  // model forwards actually run (refresh forwards included)
+  int steps = 0;                // reveal steps
+  double time_s = 0.0;
+  size_t kv_bytes = 0;          // peak bytes held by the KV store
+  size_t kv_bytes_fp16 = 0;     // the same rows at fp16
+  std::string kv_store;         // store name
+};
+
+GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,
+                        const StepCallback& on_step = nullptr);
+
+}  // namespace dllmq
