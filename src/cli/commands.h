@@ -7,5 +7,6 @@ namespace dllmq::cli {
 
 void register_inspect(CLI::App& app);
 void register_logits(CLI::App& app);
+void register_generate(CLI::App& app);
 
 }  // namespace dllmq::cli

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "dllmq 0.1.0");
   dllmq::cli::register_inspect(app);
   dllmq::cli::register_logits(app);
+  dllmq::cli::register_generate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

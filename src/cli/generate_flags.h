@@ -1,0 +1,50 @@
+// Decoding flags shared by generate, eval and bench (one spelling everywhere).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "decode/generate.h"
+
+namespace dllmq::cli {
+
+struct GenerateFlags {
+  int gen_length = 256;
+  int block_length = 32;
+  std::optional<int> steps;  // default: gen_length (one token per step)
+  std::optional<double> threshold;
+  std::optional<double> factor;
+  std::string cache = "none";
+  std::string alg;
+  double temperature = 0.0;
+  double top_p = 1.0;
+  int top_k = 0;
+  double alg_temp = 0.0;
+  double eps = 1e-3;
+  double cfg_scale = 0.0;
+  bool logits_eos_inf = false;
+  bool confidence_eos_eot_inf = false;
+  bool early_stop = false;
+  uint64_t seed = 0;
+  std::string kv = "fp16";
+  std::string trace_cache;
+  int threads = 0;
+};
+
+void add_generate_flags(CLI::App* cmd, GenerateFlags& f);
+
+// Validates spellings and builds the options (numeric rules are checked by generate()).
+GenerateOptions resolve_generate_flags(const GenerateFlags& f);
+
+// One line describing the resolved parameters (printed on stderr at start).
+std::string describe(const GenerateOptions& o, const ModelConfig& cfg);
+
+// Applies --threads (0 = leave OpenMP's default).
+void apply_threads(int threads);
+
+// The model used when -m is not given: $DLLMQ_MODEL, else the repository's embedded model.
+std::string default_model_dir();
+
+}  // namespace dllmq::cli

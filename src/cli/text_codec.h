@@ -1,0 +1,38 @@
+// Text side of the CLI: prompt text -> ids (BOS / chat template per model), answer ids -> text.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace dllmq {
+class Tokenizer;
+}
+
+namespace dllmq::cli {
+
+class TextCodec {
+ public:
+  explicit TextCodec(const Model& m);
+  ~TextCodec();
+
+  bool available() const { return tok_ != nullptr; }
+  // Throws naming the missing tokenizer file when the model directory has none.
+  std::vector<int32_t> prompt_ids(const std::string& text, bool chat, const std::string& system) const;
+  // Generated ids up to the first EOS/EoT, decoded without special tokens ("" without tokenizer).
+  std::string answer_text(std::span<const int32_t> gen) const;
+  // One printable piece per id for the --show-steps canvas.
+  std::string piece(int32_t id) const;
+  int eot_id() const { return eot_; }
+
+ private:
+  const Model& m_;
+  std::unique_ptr<Tokenizer> tok_;
+  int eot_ = -1;
+};
+
+}  // namespace dllmq::cli

@@ -1,0 +1,42 @@
+// Cache-reuse error tracing: at every cached step, also run the full recompute and write, per
+// layer, the relative L2 error of the reused K and V rows (as held in the store) and of the
+// attention output of the step's query rows. This is the error that exists before any
+// quantization (METHODS.md §0). One JSON object per (step, layer) line.
+#pragma once
+
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/kv_store.h"
+#include "model/model.h"
+
+namespace dllmq {
+
+class CacheTracer {
+ public:
+  CacheTracer(const std::string& path, const ModelConfig& cfg);
+  ~CacheTracer();
+  CacheTracer(const CacheTracer&) = delete;
+  CacheTracer& operator=(const CacheTracer&) = delete;
+
+  // Observer for the cached forward: records its attention outputs per layer.
+  LayerObserver* cached_observer() { return &cached_; }
+
+  // Runs the full recompute over `canvas` and writes the errors of this step.
+  void finish_step(Model& m, std::span<const int32_t> canvas, const KvStore& store,
+                   const std::vector<PosRange>& cached, int q0, int q1, int block, int step);
+
+ private:
+  struct CachedAttn final : LayerObserver {
+    std::vector<std::vector<float>> attn;  // per layer [nq, n_heads*hd]
+    void on_layer(int layer, int pos0, int n, const float*, const float*, const float* a) override;
+    int qd = 0;
+  };
+  std::FILE* out_ = nullptr;
+  std::string path_;
+  CachedAttn cached_;
+};
+
+}  // namespace dllmq

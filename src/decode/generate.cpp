@@ -1,0 +1,464 @@
+// The decode loop. Samplers follow the reference functions exactly (see
+// shared reference dllm-models-and-fast-dllm.md §2.5, §3, §4 and tools/ref_decode.py):
+//   LLaDA, any cache mode ........ block driver (none = LLaDA generate, prefix/dual = Fast-dLLM)
+//   Dream, --cache none ........... Dream's whole-canvas sampler (or Fast-dLLM's global threshold)
+//   Dream, --cache prefix|dual .... Fast-dLLM's Dream block mode
+#include "decode/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "cache/kv_store_factory.h"
+#include "decode/cache_trace.h"
+#include "decode/transfer_schedule.h"
+#include "decode/unmask_policy.h"
+#include "util/error.h"
+
+namespace dllmq {
+
+CacheMode parse_cache_mode(const std::string& s) {
+  if (s == "none") return CacheMode::kNone;
+  if (s == "prefix") return CacheMode::kPrefix;
+  if (s == "dual") return CacheMode::kDual;
+  fail("--cache: unknown mode '{}' (expected none, prefix or dual)", s);
+}
+
+RankAlg parse_rank_alg(const std::string& s) {
+  if (s == "low_confidence") return RankAlg::kLowConfidence;
+  if (s == "random") return RankAlg::kRandom;
+  if (s == "maskgit_plus") return RankAlg::kMaskgitPlus;
+  if (s == "topk_margin") return RankAlg::kTopkMargin;
+  if (s == "entropy") return RankAlg::kEntropy;
+  if (s == "origin") return RankAlg::kOrigin;
+  fail("--alg: unknown algorithm '{}' (expected low_confidence, random, maskgit_plus, topk_margin, "
+       "entropy or origin)", s);
+}
+
+const char* cache_mode_name(CacheMode m) {
+  return m == CacheMode::kNone ? "none" : m == CacheMode::kPrefix ? "prefix" : "dual";
+}
+
+const char* rank_alg_name(RankAlg a) {
+  switch (a) {
+    case RankAlg::kLowConfidence: return "low_confidence";
+    case RankAlg::kRandom: return "random";
+    case RankAlg::kMaskgitPlus: return "maskgit_plus";
+    case RankAlg::kTopkMargin: return "topk_margin";
+    case RankAlg::kEntropy: return "entropy";
+    case RankAlg::kOrigin: return "origin";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Candidate {
+  int pos;
+  Proposal p;
+};
+
+// Descending confidence, ties to the lower position (a stable top-k).
+void rank_candidates(std::vector<Candidate>& c) {
+  std::stable_sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.p.conf > b.p.conf; });
+}
+
+enum class Rule { kQuota, kThreshold, kFactor };
+
+class Decoder {
+ public:
+  Decoder(Model& m, std::span<const int32_t> prompt, const GenerateOptions& opt, const StepCallback& cb)
+      : m_(m), cfg_(m.config()), opt_(opt), cb_(cb), rng_(opt.seed),
+        policy_(resolve_alg(), opt, cfg_.eos_id, cfg_.eot_id, rng_) {
+    P_ = static_cast<int>(prompt.size());
+    N_ = P_ + opt.gen_length;
+    x_.assign(prompt.begin(), prompt.end());
+    x_.resize(N_, cfg_.mask_id);
+    m_.reserve_positions(N_);
+    rule_ = opt.threshold ? Rule::kThreshold : opt.factor ? Rule::kFactor : Rule::kQuota;
+    if (opt.cache != CacheMode::kNone) {
+      store_ = make_kv_store(opt.kv, {cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim}, m_.rope());
+      store_->reset(N_);
+    }
+    if (!opt.trace_cache.empty()) tracer_ = std::make_unique<CacheTracer>(opt.trace_cache, m_.config());
+  }
+
+  GenerateResult run() {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (cfg_.arch == Arch::kDream && opt_.cache == CacheMode::kNone) {
+      if (opt_.threshold || opt_.factor)
+        dream_global_threshold();
+      else
+        dream_whole_canvas();
+    } else {
+      block_driver();
+    }
+    GenerateResult r;
+    r.tokens.assign(x_.begin() + P_, x_.end());
+    r.nfe = nfe_;
+    r.steps = steps_;
+    r.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.kv_bytes = kv_peak_;
+    r.kv_bytes_fp16 = kv_peak_fp16_;
+    r.kv_store = store_ ? store_->name() : "none";
+    return r;
+  }
+
+ private:
+  RankAlg resolve_alg() const {
+    const bool llada = cfg_.arch == Arch::kLLaDA;
+    RankAlg a = opt_.alg.value_or(llada ? RankAlg::kLowConfidence : RankAlg::kEntropy);
+    if (llada && a != RankAlg::kLowConfidence && a != RankAlg::kRandom)
+      fail("--alg {}: LLaDA's sampler ranks by low_confidence or random", rank_alg_name(a));
+    if (!llada && a == RankAlg::kRandom) fail("--alg random: Dream's sampler has no random ranking (use origin)");
+    if (!llada && a == RankAlg::kLowConfidence) a = RankAlg::kMaskgitPlus;  // same rule: max prob
+    return a;
+  }
+
+  // Logits rows for canvas positions [first, last): the raw row predicting each position.
+  float* logits_for(int n_rows) {
+    const size_t want = size_t(n_rows) * cfg_.vocab_size;
+    if (logits_.size() < want) logits_.resize(want);
+    return logits_.data();
+  }
+
+  // Raw row r predicts canvas position r + shift; rows needed for positions [a, b).
+  PosRange raw_rows(int a, int b) const {
+    return {std::max(a - cfg_.logits_shift, 0), std::max(b - cfg_.logits_shift, 0)};
+  }
+
+  // Full forward over the canvas; store rows `write` when caching. Returns logits for
+  // positions [a, b) (row i predicts position a + i).
+  const float* full_forward(int a, int b, PosRange write) {
+    ForwardArgs f;
+    f.ids = x_;
+    f.pos0 = 0;
+    f.store = store_.get();
+    f.write = write;
+    f.logits = raw_rows(a, b);
+    float* out = logits_for(f.logits.size());
+    m_.forward(f, out);
+    ++nfe_;
+    note_kv();
+    return out;
+  }
+
+  // Cached forward of canvas rows [q0, q1) attending to stored `cached` rows; returns the raw
+  // logits rows `rows` (canvas rows inside [q0, q1)).
+  const float* cached_forward(int q0, int q1, std::vector<PosRange> cached, PosRange rows, int block) {
+    ForwardArgs f;
+    f.ids = std::span<const int32_t>(x_).subspan(q0, q1 - q0);
+    f.pos0 = q0;
+    f.store = store_.get();
+    f.cached = cached;
+    f.logits = rows;
+    if (tracer_) f.observer = tracer_->cached_observer();
+    float* out = logits_for(f.logits.size());
+    m_.forward(f, out);
+    ++nfe_;
+    if (tracer_) tracer_->finish_step(m_, x_, *store_, cached, q0, q1, block, steps_);
+    return out;
+  }
+
+  void note_kv() {
+    if (!store_) return;
+    kv_peak_ = std::max(kv_peak_, store_->bytes());
+    kv_peak_fp16_ = std::max(kv_peak_fp16_, store_->bytes_fp16());
+  }
+
+  bool block_has_mask(int s, int e) const {
+    for (int p = s; p < e; ++p)
+      if (x_[p] == cfg_.mask_id) return true;
+    return false;
+  }
+
+  // Proposals for the masked positions of [s, e) from logits rows (row i -> position a + i).
+  std::vector<Candidate> propose(int s, int e, const float* lg, int a, bool dream, RankAlg alg) {
+    std::vector<Candidate> c;
+    const int V = cfg_.vocab_size;
+    for (int p = s; p < e; ++p) {
+      if (x_[p] != cfg_.mask_id) continue;
+      const float* row = lg + size_t(p - a) * V;
+      c.push_back({p, dream ? policy_.dream(row, V, alg) : policy_.llada(row, V)});
+    }
+    return c;
+  }
+
+  // Dream window of a cached forward starting at s: position p uses raw row p-1, and position s
+  // (committed at refresh unless its argmax was the mask id) copies raw row s, as upstream's shift.
+  // `w` holds raw rows starting at s.
+  std::vector<Candidate> propose_window(int s, int e, const float* w, RankAlg alg) {
+    std::vector<Candidate> c;
+    const int V = cfg_.vocab_size;
+    for (int p = s; p < e; ++p) {
+      if (x_[p] != cfg_.mask_id) continue;
+      c.push_back({p, policy_.dream(w + size_t(std::max(p - 1, s) - s) * V, V, alg)});
+    }
+    return c;
+  }
+
+  int rule_count(const std::vector<Candidate>& c, int quota) const {
+    std::vector<double> sorted(c.size());
+    for (size_t i = 0; i < c.size(); ++i) sorted[i] = c[i].p.conf;
+    switch (rule_) {
+      case Rule::kQuota: return std::min<int>(quota, static_cast<int>(c.size()));
+      case Rule::kThreshold: return threshold_count(sorted, *opt_.threshold);
+      case Rule::kFactor: return factor_count(sorted, *opt_.factor);
+    }
+    return 0;
+  }
+
+  // Reveals the first `k` ranked candidates and reports the step.
+  void reveal(const std::vector<Candidate>& ranked, int k, int block) {
+    revealed_.clear();
+    for (int i = 0; i < k && i < int(ranked.size()); ++i) {
+      x_[ranked[i].pos] = ranked[i].p.token;
+      revealed_.push_back(ranked[i].pos);
+    }
+    report(block);
+  }
+
+  void report(int block) {
+    if (cb_) cb_({x_, revealed_, block, steps_, P_, store_.get()});
+    ++steps_;
+  }
+
+  // --- LLaDA block driver (also Fast-dLLM's Dream block mode) ------------------------------
+  void check_blocks(int* n_blocks, int* spb) const {
+    const int G = opt_.gen_length, B = opt_.block_length;
+    if (B <= 0 || G % B != 0) fail("--gen-length {} is not a multiple of --block-length {}", G, B);
+    *n_blocks = G / B;
+    if (opt_.steps <= 0 || opt_.steps % *n_blocks != 0)
+      fail("--steps {} is not a multiple of the number of blocks {} (= gen length {} / block length {})",
+           opt_.steps, *n_blocks, G, B);
+    *spb = opt_.steps / *n_blocks;
+  }
+
+  void block_driver() {
+    int nb = 0, spb = 0;
+    check_blocks(&nb, &spb);
+    const bool dream = cfg_.arch == Arch::kDream;
+    if (dream && P_ == 0) fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
+    if (opt_.cfg_scale > 0 && opt_.cache != CacheMode::kNone)
+      fail("--cfg-scale is defined for --cache none only (LLaDA's generate)");
+    const auto ts = dream_timesteps(spb, opt_.eps);
+    for (int b = 0; b < nb; ++b) {
+      const int s = P_ + b * opt_.block_length, e = s + opt_.block_length;
+      int masked = 0;
+      for (int p = s; p < e; ++p) masked += x_[p] == cfg_.mask_id;
+      const auto quota = num_transfer_tokens(masked, spb);
+      if (opt_.cache == CacheMode::kNone) {
+        for (int j = 0; block_has_mask(s, e); ++j) {
+          const float* lg = opt_.cfg_scale > 0 ? cfg_forward(s, e) : full_forward(s, e, {});
+          auto c = propose(s, e, lg, s, false, policy_.alg());
+          rank_candidates(c);
+          reveal(c, rule_count(c, j < spb ? quota[j] : 0), b);
+        }
+      } else {
+        // Refresh: full forward that also decodes; dual caches every row, prefix [0, s).
+        const PosRange write = opt_.cache == CacheMode::kDual ? PosRange{0, N_} : PosRange{0, s};
+        if (!dream) {
+          const float* lg = full_forward(s, e, write);
+          auto c = propose(s, e, lg, s, false, policy_.alg());
+          rank_candidates(c);
+          reveal(c, rule_count(c, quota[0]), b);
+          for (int j = 1; block_has_mask(s, e); ++j) {
+            lg = step_forward(s, e, {s, e}, b);
+            c = propose(s, e, lg, s, false, policy_.alg());
+            rank_candidates(c);
+            reveal(c, rule_count(c, j < spb ? quota[j] : 0), b);
+          }
+        } else {
+          dream_block(b, s, e, spb, ts, write);
+        }
+      }
+      if (opt_.early_stop && block_all_eos(s, e)) {
+        std::fill(x_.begin() + e, x_.end(), cfg_.eos_id);
+        break;
+      }
+    }
+  }
+
+  // In-block forward of the cache policy (prefix: block + whole suffix attend to [0, s);
+  // dual: block rows attend to [0, s) and [e, N)); returns the raw logits rows `rows`.
+  const float* step_forward(int s, int e, PosRange rows, int block) {
+    if (opt_.cache == CacheMode::kPrefix) return cached_forward(s, N_, {{0, s}}, rows, block);
+    return cached_forward(s, e, {{0, s}, {e, N_}}, rows, block);
+  }
+
+  bool block_all_eos(int s, int e) const {
+    for (int p = s; p < e; ++p)
+      if (x_[p] != cfg_.eos_id && x_[p] != cfg_.eot_id) return false;
+    return true;
+  }
+
+  // LLaDA classifier-free guidance: un = canvas with the prompt masked;
+  // logits = un + (cfg + 1)(cond - un). Upstream batches both rows into one call: one NFE.
+  const float* cfg_forward(int s, int e) {
+    const int V = cfg_.vocab_size, n = e - s;
+    std::vector<float> cond(size_t(n) * V);
+    ForwardArgs f;
+    f.ids = x_;
+    f.logits = {s, e};
+    m_.forward(f, cond.data());
+    std::vector<int32_t> un(x_);
+    std::fill(un.begin(), un.begin() + P_, cfg_.mask_id);
+    f.ids = un;
+    float* out = logits_for(n);
+    m_.forward(f, out);
+    const float w = static_cast<float>(opt_.cfg_scale + 1.0);
+    for (size_t i = 0; i < size_t(n) * V; ++i) out[i] = out[i] + w * (cond[i] - out[i]);
+    ++nfe_;
+    return out;
+  }
+
+  // Fast-dLLM's Dream block mode (generation_utils_block.py).
+  void dream_block(int b, int s, int e, int spb, const std::vector<double>& ts, PosRange write) {
+    // The refresh forward commits the argmax at s unconditionally (nothing else).
+    const float* lg = full_forward(s, s + 1, write);
+    const Proposal first = policy_.dream(lg, cfg_.vocab_size, RankAlg::kMaskgitPlus);
+    x_[s] = first.token;
+    revealed_.assign(1, s);
+    report(b);
+    // Then a do-while over cached forwards; inside the window position s+j uses raw row s+j-1.
+    for (int i = 1;;) {
+      const float* w = step_forward(s, e, {s, std::max(e - 1, s + 1)}, b);  // raw rows [s, e-1)
+      if (opt_.threshold || opt_.factor) {
+        auto c = propose_window(s, e, w, RankAlg::kMaskgitPlus);
+        rank_candidates(c);
+        reveal(c, rule_count(c, 0), b);
+      } else {
+        if (i == spb) break;  // upstream breaks after the forward (counted), block may keep MASKs
+        int m = 0;
+        for (int p = s; p < e; ++p) m += x_[p] == cfg_.mask_id;
+        const int k = i < spb - 1 ? static_cast<int>(m * (1.0 - ts[i + 1] / ts[i])) : m;
+        auto c = propose_window(s, e, w, RankAlg::kEntropy);  // upstream: entropy whatever --alg
+        choose_and_reveal(c, k, b);
+        ++i;
+      }
+      if (!block_has_mask(s, e)) break;
+    }
+  }
+
+  // Top-k by confidence, or (alg_temp > 0) k draws without replacement from softmax(conf / alg_temp).
+  void choose_and_reveal(std::vector<Candidate>& c, int k, int block) {
+    k = std::min<int>(k, static_cast<int>(c.size()));
+    if (k <= 0 || opt_.alg_temp <= 0.0) {
+      rank_candidates(c);
+      reveal(c, std::max(k, 0), block);
+      return;
+    }
+    std::vector<Candidate> chosen;
+    std::vector<double> w(c.size());
+    double mx = -1e300;
+    for (auto& x : c) mx = std::max(mx, x.p.conf / opt_.alg_temp);
+    for (size_t i = 0; i < c.size(); ++i) w[i] = std::exp(c[i].p.conf / opt_.alg_temp - mx);
+    for (int t = 0; t < k; ++t) {
+      std::discrete_distribution<size_t> d(w.begin(), w.end());
+      const size_t i = d(rng_);
+      chosen.push_back(c[i]);
+      w[i] = 0.0;
+    }
+    reveal(chosen, k, block);
+  }
+
+  // --- Dream's own sampler over the whole canvas ---------------------------------------------
+  void dream_whole_canvas() {
+    if (P_ == 0) fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
+    const int steps = opt_.steps;
+    if (steps <= 0) fail("--steps must be positive, got {}", steps);
+    const auto ts = dream_timesteps(steps, opt_.eps);
+    const RankAlg alg = policy_.alg();
+    for (int i = 0; i < steps; ++i) {
+      const float* lg = full_forward(P_, N_, {});
+      const double t = ts[i], s = ts[i + 1];
+      if (alg == RankAlg::kOrigin) {
+        const double p_tr = i < steps - 1 ? 1.0 - s / t : 1.0;
+        revealed_.clear();
+        for (int p = P_; p < N_; ++p) {
+          if (x_[p] != cfg_.mask_id || policy_.uniform() >= p_tr) continue;
+          x_[p] = policy_.dream(lg + size_t(p - P_) * cfg_.vocab_size, cfg_.vocab_size, alg).token;
+          revealed_.push_back(p);
+        }
+        report(0);
+        continue;
+      }
+      auto c = propose(P_, N_, lg, P_, true, alg);
+      const int m = static_cast<int>(c.size());
+      const int k = i < steps - 1 ? static_cast<int>(m * (1.0 - s / t)) : m;
+      choose_and_reveal(c, k, 0);
+    }
+  }
+
+  // Fast-dLLM's global threshold variant for Dream without cache (generation_utils.py).
+  void dream_global_threshold() {
+    if (P_ == 0) fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
+    int steps = opt_.steps;
+    if (steps <= 0 || opt_.gen_length % steps != 0)
+      fail("--steps {} must divide --gen-length {} for Dream's global threshold decoding", steps, opt_.gen_length);
+    int q = opt_.gen_length / steps, carry = 0;
+    for (int i = 0; i < steps; ++i) {
+      const float* lg = full_forward(P_, N_, {});
+      auto c = propose(P_, N_, lg, P_, true, RankAlg::kMaskgitPlus);
+      rank_candidates(c);
+      int k = std::min<int>(q + carry, static_cast<int>(c.size()));
+      carry = 0;
+      std::vector<Candidate> keep;
+      if (k > 0) {
+        keep.push_back(c[0]);
+        for (int r = 1; r < k; ++r) {
+          const double tau = opt_.threshold ? *opt_.threshold : 1.0 - *opt_.factor / double(r + 2);
+          if (c[r].p.conf < tau) {
+            ++carry;  // dropped ranks carry over to the next step
+            if (i >= steps - 1) {
+              q = 0;
+              ++steps;  // live bound: one extra step per final step that drops anything
+            }
+          } else {
+            keep.push_back(c[r]);
+          }
+        }
+      }
+      reveal(keep, static_cast<int>(keep.size()), 0);
+    }
+  }
+
+  Model& m_;
+  const ModelConfig& cfg_;
+  const GenerateOptions& opt_;
+  const StepCallback& cb_;
+  std::mt19937_64 rng_;
+  UnmaskPolicy policy_;
+  Rule rule_ = Rule::kQuota;
+  int P_ = 0, N_ = 0;
+  std::vector<int32_t> x_;  // canvas [prompt | generated]
+  std::vector<float> logits_;
+  std::vector<int> revealed_;
+  std::unique_ptr<KvStore> store_;
+  std::unique_ptr<CacheTracer> tracer_;
+  int nfe_ = 0, steps_ = 0;
+  size_t kv_peak_ = 0, kv_peak_fp16_ = 0;
+};
+
+}  // namespace
+
+GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,
+                        const StepCallback& on_step) {
+  if (opt.gen_length <= 0) fail("--gen-length must be positive, got {}", opt.gen_length);
+  if (opt.threshold && opt.factor) fail("--threshold and --factor are exclusive; give one");
+  if (opt.threshold && (*opt.threshold <= 0.0 || *opt.threshold > 1.0))
+    fail("--threshold must be in (0, 1], got {}", *opt.threshold);
+  if (opt.factor && *opt.factor <= 0.0) fail("--factor must be positive, got {}", *opt.factor);
+  if (opt.temperature < 0.0) fail("--temperature must be >= 0, got {}", opt.temperature);
+  const int vocab = model.config().vocab_size;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      fail("prompt token id {} at index {} outside the vocabulary [0, {})", prompt[i], i, vocab);
+  Decoder d(model, prompt, opt, on_step);
+  return d.run();
+}
+
+}  // namespace dllmq
