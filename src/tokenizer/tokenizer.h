@@ -1,0 +1,73 @@
+// Text <-> token ids for LLaDA (HF tokenizer.json, byte-level BPE) and Dream (Qwen2: tiktoken rank
+// file or vocab.json + merges.txt). Encoding matches `tokenizers` encode(add_special_tokens=False)
+// and tiktoken encode(allowed_special="all"); decoding matches their decode().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dllmq {
+
+struct AddedToken {
+  std::string content;
+  int32_t id = 0;
+  bool special = true;      // skipped by decode(skip_special=true); not matched when allow_special=false
+  bool lstrip = false;      // the match swallows whitespace on its left
+  bool rstrip = false;      // ... and on its right
+  bool normalized = false;  // matched after normalization instead of on the raw text
+  bool single_word = false; // only matched when not inside a word
+};
+
+struct TokenizerSpec;  // internal: built by the loaders (tokenizer/tokenizer_spec.h)
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(std::unique_ptr<TokenizerSpec> spec);
+  ~Tokenizer();
+
+  // Invalid UTF-8 in `text` is first replaced by U+FFFD (one per maximal invalid subpart).
+  // allow_special=false treats special added tokens as plain text (HF split_special_tokens,
+  // tiktoken encode_ordinary). No BOS/EOS is added.
+  std::vector<int32_t> encode(std::string_view text, bool allow_special = true) const;
+  // Unknown ids are skipped (as HF does); invalid UTF-8 becomes U+FFFD like the reference decoders.
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+
+  // Token strings use the byte-level alphabet (" Hello" is "ĠHello"); added tokens are their content.
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  std::optional<std::string> id_to_token(int32_t id) const;
+  // Raw bytes one id decodes to (added tokens: their UTF-8 content).
+  std::optional<std::string> token_bytes(int32_t id) const;
+  bool is_special(int32_t id) const;
+  const std::vector<AddedToken>& added_tokens() const;
+  // One past the largest id (model or added).
+  size_t vocab_size() const;
+  // The file(s) it was loaded from, for messages.
+  const std::string& source() const;
+
+ private:
+  std::unique_ptr<TokenizerSpec> s_;
+};
+
+// HF tokenizer.json (model type BPE with a ByteLevel pre-tokenizer).
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path);
+// tiktoken rank file (`base64(bytes) rank` per line), Qwen2 pattern, plus `specials`.
+std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::vector<AddedToken>& specials);
+// GPT-2-style vocab.json + merges.txt, with the Qwen2 pipeline (NFC, Qwen2 pattern, byte-level).
+std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path, const std::string& merges_path,
+                                             const std::vector<AddedToken>& added = {});
+
+// Dream / Qwen2.5 specials 151643..151666 (<|endoftext|> ... <|mask|>).
+std::vector<AddedToken> qwen_special_tokens();
+
+// Tokenizer of a model directory: tokenizer.json, else vocab.json + merges.txt, else *.tiktoken
+// (with the Qwen specials); added tokens in tokenizer_config.json are merged in. nullptr if none.
+std::unique_ptr<Tokenizer> load_tokenizer_for_model(const std::string& dir);
+// Error text for text input to a model without tokenizer files (names the files looked for).
+std::string missing_tokenizer_message(const std::string& dir);
+
+}  // namespace dllmq
