@@ -6,6 +6,7 @@
                             [--layers N] [--d-model D] [--heads H] [--kv-heads K]
                             [--head-dim HD] [--mlp M] [--vocab V]
                             [--mask-id ID] [--eos-id ID] [--lm-head-std S]
+                            [--w-std S] [--emb-std S] [--zero-mask-logit]
 
 Defaults: LLaDA d_model 64, 2 layers, 4 heads (head_dim 16), MHA, mlp 128, vocab 128,
 mask 120, eos/pad 121, rope_theta 500000, eps 1e-5.  Dream hidden 64, 2 layers,
@@ -125,7 +126,7 @@ def dream_config(layers, d_model, heads, kv_heads, mlp, vocab, mask_id, eos_id, 
 def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layers=None,
                     d_model=None, heads=None, kv_heads=None, head_dim=None, mlp=None,
                     vocab=None, mask_id=None, eos_id=None, lm_head_std=0.25, w_std=0.08,
-                    emb_std=0.5):
+                    emb_std=0.5, zero_mask_logit=False):
     if arch not in DEFAULTS:
         raise ValueError("arch must be llada or dream")
     d = dict(DEFAULTS[arch])
@@ -172,6 +173,8 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
         t[p + "ln_f.weight"] = norm_w(D)
         if not tied:
             t[p + "ff_out.weight"] = w(V, D, std=lm_head_std)
+            if zero_mask_logit:  # mask logit == 0: (almost) never the argmax, like a trained model
+                t[p + "ff_out.weight"][d["mask_id"]] = 0.0
         cfg = llada_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
     else:
         t["model.embed_tokens.weight"] = w(V, D, std=emb_std)
@@ -192,6 +195,8 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
         t["model.norm.weight"] = norm_w(D)
         if not tied:
             t["lm_head.weight"] = w(V, D, std=lm_head_std)
+            if zero_mask_logit:
+                t["lm_head.weight"][d["mask_id"]] = 0.0
         cfg = dream_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
 
     os.makedirs(out, exist_ok=True)
@@ -222,11 +227,16 @@ def main(argv=None):
     ap.add_argument("--mask-id", type=int)
     ap.add_argument("--eos-id", type=int)
     ap.add_argument("--lm-head-std", type=float, default=0.25)
+    ap.add_argument("--w-std", type=float, default=0.08, help="std of projection weights")
+    ap.add_argument("--emb-std", type=float, default=0.5, help="std of the embedding")
+    ap.add_argument("--zero-mask-logit", action="store_true",
+                    help="zero the LM-head row of the mask token (untied only) so it is never predicted")
     a = ap.parse_args(argv)
     make_checkpoint(a.arch, a.out, seed=a.seed, shards=a.shards, dtype=a.dtype, tied=a.tied,
                     layers=a.layers, d_model=a.d_model, heads=a.heads, kv_heads=a.kv_heads,
                     head_dim=a.head_dim, mlp=a.mlp, vocab=a.vocab, mask_id=a.mask_id,
-                    eos_id=a.eos_id, lm_head_std=a.lm_head_std)
+                    eos_id=a.eos_id, lm_head_std=a.lm_head_std, w_std=a.w_std, emb_std=a.emb_std,
+                    zero_mask_logit=a.zero_mask_logit)
 
 
 if __name__ == "__main__":
