@@ -1,0 +1,237 @@
+// dllmq eval: benchmark scoring with lm-eval v0.4.8 conventions (docs/eval.md).
+//   score only:       dllmq eval --task T --data PATH --responses FILE.jsonl [--chat] [--json]
+//   with generation:  dllmq eval --task T --data PATH -m DIR [generation flags] --out RUN_DIR
+//                                [--limit N] [--shard i/n] [--resume]
+//   merge shards:     dllmq eval merge RUN_DIR... [--out DIR] [--json]
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/generate_flags.h"
+#include "cli/text_codec.h"
+#include "decode/generate.h"
+#include "eval/data.h"
+#include "eval/math_equiv_client.h"
+#include "eval/progress.h"
+#include "eval/report.h"
+#include "eval/run.h"
+#include "eval/score_only.h"
+#include "eval/task.h"
+#include "util/error.h"
+
+namespace dllmq::cli {
+
+namespace {
+
+using namespace dllmq::eval;
+
+// The system interpreter: programs run as an unprivileged uid that cannot enter /root (pyenv).
+std::string default_python() { return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"; }
+
+struct Args {
+  std::string task, data, responses, subset, train, details, python = default_python(), math_equiv;
+  bool chat = false, json = false, no_stop = false, no_sympy = false;
+  int workers = 2;
+  double timeout = 10.0;
+  size_t mem_mb = 4096;
+  // generation runs
+  std::string model, out, shard = "0/1", system, fake_responses;
+  size_t limit = 0;
+  bool resume = false;
+  int fake_delay_ms = 0;
+  GenerateFlags gen;
+  // merge
+  std::vector<std::string> merge_dirs;
+  std::string merge_out;
+};
+
+SandboxOptions sandbox_options(const Args& a) {
+  SandboxOptions o;
+  o.python = a.python;
+  o.timeout_s = a.timeout;
+  o.mem_mb = a.mem_mb;
+  o.workers = a.workers;
+  // Hide the inputs from the programs: the data, the responses and the run directory.
+  for (const std::string& p : {a.data, a.responses, a.out, a.model})
+    if (!p.empty()) o.hide.push_back(std::filesystem::is_directory(p) ? p : std::filesystem::path(p).parent_path().string());
+  return o;
+}
+
+bool is_code_task(const std::string& t) { return t == "humaneval" || t == "mbpp"; }
+
+void print_summary(const nlohmann::json& s, bool json) {
+  if (json) {
+    std::puts(s.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return;
+  }
+  std::fputs(summary_markdown(s).c_str(), stdout);
+}
+
+void score_only(const Args& a, const Task& task, const ScoreEnv& env_in) {
+  ScoreEnv env = env_in;
+  std::unique_ptr<Progress> p;
+  env.on_progress = [&](size_t done, size_t total) {
+    if (!p) p = std::make_unique<Progress>(task.name(), total);
+    p->update(done);
+  };
+  const ScoredRun run = score_responses(task, a.responses, env);
+  if (p) p->finish();
+  if (!a.details.empty()) {
+    std::string text;
+    for (const auto& s : run.samples) text += sample_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::FILE* f = std::fopen(a.details.c_str(), "wb");
+    if (!f) fail("--details {}: cannot write", a.details);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  print_summary(run.summary, a.json);
+}
+
+// Test double for the generation path: answers from a responses file, optionally slowly.
+GenerateFn fake_generator(const Args& a, const Task& task) {
+  auto answers = std::make_shared<std::map<size_t, std::string>>();
+  const auto rows = read_jsonl(a.fake_responses);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto i = task.find(task_id_string(rows[k]["task_id"], a.fake_responses, k + 1));
+    if (i) (*answers)[*i] = rows[k].value("response", "");
+  }
+  const int delay = a.fake_delay_ms;
+  return [answers, delay](size_t doc, const std::string&) {
+    if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    GenOutput g;
+    const auto it = answers->find(doc);
+    g.text = it == answers->end() ? "" : it->second;
+    g.time_s = delay / 1000.0;
+    return g;
+  };
+}
+
+void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
+  RunOptions ro;
+  ro.out_dir = a.out;
+  ro.limit = a.limit;
+  std::tie(ro.shard, ro.num_shards) = parse_shard(a.shard);
+  ro.resume = a.resume;
+  ro.config = {{"data", a.data}, {"chat", a.chat}, {"subset", a.subset}, {"limit", a.limit}};
+  std::unique_ptr<Model> model;
+  std::unique_ptr<TextCodec> codec;
+  GenerateFn gen;
+  if (!a.fake_responses.empty()) {
+    ro.config["generator"] = "fake:" + a.fake_responses;
+    gen = fake_generator(a, task);
+  } else {
+    apply_threads(a.gen.threads);
+    model = Model::load(a.model);
+    codec = std::make_unique<TextCodec>(*model);
+    const GenerateOptions opt = resolve_generate_flags(a.gen);
+    ro.config["model"] = a.model;
+    ro.config["generation"] = describe(opt, model->config());
+    ro.config["system"] = a.system;
+    fmt::print(stderr, "dllmq eval: {} | {}\n", a.model, describe(opt, model->config()));
+    Model* m = model.get();
+    TextCodec* c = codec.get();
+    // Instruct models: the whole lm-eval context (shots included) is one user turn.
+    gen = [m, c, opt, chat = a.chat, system = a.system](size_t, const std::string& prompt) {
+      const std::vector<int32_t> ids = c->prompt_ids(prompt, chat, system);
+      const GenerateResult r = generate(*m, ids, opt);
+      GenOutput g;
+      g.text = c->answer_text(r.tokens);
+      g.prompt_tokens = static_cast<int>(ids.size());
+      g.gen_tokens = 0;
+      for (int32_t t : r.tokens) {
+        if (t == m->config().eos_id || t == c->eot_id()) break;
+        ++g.gen_tokens;
+      }
+      g.nfe = r.nfe;
+      g.steps = r.steps;
+      g.time_s = r.time_s;
+      g.kv_bytes = r.kv_bytes;
+      return g;
+    };
+  }
+  const nlohmann::json summary = run_eval(task, gen, ro, env);
+  print_summary(summary, a.json);
+}
+
+void run(const Args& a) {
+  if (a.task.empty()) fail("--task is required (gsm8k, math, humaneval, mbpp)");
+  if (a.data.empty()) fail("--data is required (the task's data file)");
+  const bool score = !a.responses.empty();
+  const bool gen = !a.model.empty() || !a.fake_responses.empty();
+  if (score == gen) fail("give either --responses FILE (score only) or -m DIR --out RUN_DIR (generate and score)");
+  if (a.workers < 1) fail("--workers {}: must be at least 1", a.workers);
+  if (a.timeout <= 0) fail("--timeout {}: must be positive", a.timeout);
+  TaskOptions topt;
+  topt.chat = a.chat;
+  topt.subset = a.subset;
+  topt.train_path = a.train;
+  topt.apply_stop = !a.no_stop;
+  const auto task = make_task(a.task, a.data, topt);
+  std::unique_ptr<Sandbox> sandbox;
+  ScoreEnv env;
+  env.workers = a.workers;
+  env.python = a.python;
+  if (is_code_task(a.task)) {
+    sandbox = std::make_unique<Sandbox>(sandbox_options(a));
+    env.sandbox = sandbox.get();
+    if (!a.json) fmt::print(stderr, "dllmq eval: sandbox isolation {}\n", sandbox->isolation());
+  }
+  if (a.task == "math" && !a.no_sympy) env.math_equiv_helper = a.math_equiv.empty() ? default_math_equiv_helper() : a.math_equiv;
+  if (score)
+    score_only(a, *task, env);
+  else
+    generation_run(a, *task, env);
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app) {
+  auto* cmd = app.add_subcommand("eval", "Score benchmark responses (gsm8k, math, humaneval, mbpp), optionally generating them");
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--task", a->task, "gsm8k | math | humaneval | mbpp");
+  cmd->add_option("--data", a->data, "task data file (math: file or directory holding test.jsonl, math500/)");
+  cmd->add_option("--responses", a->responses, "score only: JSONL of {task_id, response}");
+  cmd->add_flag("--chat", a->chat, "instruct model: chat template for prompts, Fast-dLLM code post-processing");
+  cmd->add_flag("--json", a->json, "print one JSON object");
+  cmd->add_option("--subset", a->subset, "math: math500");
+  cmd->add_option("--train", a->train, "gsm8k: few-shot source (default: train.jsonl beside --data)");
+  cmd->add_option("--details", a->details, "score only: write per-sample results as JSONL");
+  cmd->add_flag("--no-stop", a->no_stop, "do not cut responses at the task's stop strings");
+  cmd->add_option("--workers", a->workers, "parallel sandboxed programs / sympy helpers (default 2)");
+  cmd->add_option("--timeout", a->timeout, "wall-clock seconds per program (default 10)");
+  cmd->add_option("--mem-mb", a->mem_mb, "address-space limit per program in MiB (default 4096)");
+  cmd->add_option("--python", a->python, "python3 for programs and the sympy helper (default /usr/bin/python3)");
+  cmd->add_flag("--no-sympy", a->no_sympy, "math: skip the sympy equivalence (exact_match_sympy = null)");
+  cmd->add_option("--math-equiv", a->math_equiv, "math: path of tools/eval/math_equiv.py");
+  cmd->add_option("-m,--model", a->model, "generate with this model directory");
+  cmd->add_option("--out", a->out, "run directory (samples JSONL, config, summary)");
+  cmd->add_option("--limit", a->limit, "only the first N documents");
+  cmd->add_option("--shard", a->shard, "i/n: documents with index % n == i");
+  cmd->add_flag("--resume", a->resume, "continue the run in --out, skipping finished samples");
+  cmd->add_option("--system", a->system, "system message for --chat");
+  cmd->add_option("--fake-responses", a->fake_responses, "testing: 'generate' by looking answers up in a JSONL")
+      ->group("");
+  cmd->add_option("--fake-delay-ms", a->fake_delay_ms, "testing: delay per fake generation")->group("");
+  add_generate_flags(cmd, a->gen);
+
+  auto* merge = cmd->add_subcommand("merge", "Combine the shard files of run directories into one summary");
+  merge->add_option("dirs", a->merge_dirs, "run directories")->required();
+  merge->add_option("--out", a->merge_out, "write samples.merged.jsonl and summary.merged.{json,md} here");
+  merge->add_flag("--json", a->json, "print one JSON object");
+  merge->callback([a] { print_summary(merge_runs(a->merge_dirs, a->merge_out), a->json); });
+  cmd->require_subcommand(0, 1);
+  cmd->callback([a, merge] {
+    if (merge->parsed()) return;
+    run(*a);
+  });
+}
+
+}  // namespace dllmq::cli

@@ -1,0 +1,256 @@
+#include "eval/run.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "eval/data.h"
+#include "eval/progress.h"
+#include "eval/report.h"
+#include "util/error.h"
+
+namespace dllmq::eval {
+
+namespace fs = std::filesystem;
+
+std::pair<int, int> parse_shard(const std::string& s) {
+  const size_t slash = s.find('/');
+  try {
+    if (slash != std::string::npos) {
+      size_t a = 0, b = 0;
+      const int i = std::stoi(s.substr(0, slash), &a), n = std::stoi(s.substr(slash + 1), &b);
+      if (a == slash && b == s.size() - slash - 1 && n >= 1 && i >= 0 && i < n) return {i, n};
+    }
+  } catch (const std::exception&) {
+  }
+  fail("--shard {}: expected i/n with 0 <= i < n (e.g. 0/4)", s);
+}
+
+std::string samples_file_name(int shard, int num_shards) {
+  return num_shards == 1 ? "samples.jsonl" : fmt::format("samples.{}-of-{}.jsonl", shard, num_shards);
+}
+
+namespace {
+
+std::string summary_stem(int shard, int num_shards) {
+  return num_shards == 1 ? "summary" : fmt::format("summary.{}-of-{}", shard, num_shards);
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+  if (!f) fail("{}: cannot write", p.string());
+}
+
+// Appends one line with a single write() and syncs it, so a kill leaves at most one torn line.
+class LineAppender {
+ public:
+  explicit LineAppender(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("{}: cannot open for appending", path);
+  }
+  ~LineAppender() { ::close(fd_); }
+  void append(const std::string& line) {
+    const std::string buf = line + "\n";
+    for (size_t off = 0; off < buf.size();) {
+      const ssize_t n = ::write(fd_, buf.data() + off, buf.size() - off);
+      if (n < 0) fail("{}: write failed", path_);
+      off += static_cast<size_t>(n);
+    }
+    ::fdatasync(fd_);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+nlohmann::json summary_from_samples(const std::string& task, const std::vector<std::string>& metrics,
+                                    const std::vector<nlohmann::json>& rows) {
+  std::vector<SampleScore> scores;
+  std::vector<std::string> notes;
+  double gen_s = 0, tokens = 0, nfe = 0;
+  for (const auto& r : rows) {
+    scores.push_back(sample_from_json(r));
+    gen_s += r.value("gen_s", 0.0);
+    tokens += r.value("gen_tokens", 0);
+    nfe += r.value("nfe", 0);
+  }
+  nlohmann::json s = summarize(task, metrics, scores, notes);
+  if (!rows.empty()) {
+    s["mean_gen_s"] = gen_s / rows.size();
+    s["mean_nfe"] = nfe / rows.size();
+    s["tokens_per_s"] = gen_s > 0 ? tokens / gen_s : 0.0;
+  }
+  return s;
+}
+
+std::string dump(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::vector<nlohmann::json> read_samples(const std::string& path, bool repair) {
+  std::vector<nlohmann::json> rows;
+  if (!fs::exists(path)) return rows;
+  const std::string text = read_text_file(path);
+  size_t good_end = 0, line_no = 0;
+  for (size_t a = 0; a < text.size();) {
+    size_t b = text.find('\n', a);
+    const bool complete = b != std::string::npos;
+    if (!complete) b = text.size();
+    ++line_no;
+    const std::string_view line(text.data() + a, b - a);
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    const bool ok = complete && !j.is_discarded() && j.is_object() && j.contains("task_id");
+    if (!ok) {
+      if (b + 1 < text.size()) fail("{}:{}: corrupt sample record (not the last line)", path, line_no);
+      break;  // torn final line from a kill: dropped, the sample is redone
+    }
+    rows.push_back(std::move(j));
+    a = b + 1;
+    good_end = a;
+  }
+  if (repair && good_end < text.size()) fs::resize_file(path, good_end);
+  return rows;
+}
+
+nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOptions& opt, const ScoreEnv& env) {
+  if (opt.out_dir.empty()) fail("--out: a run directory is required for runs with generation");
+  fs::create_directories(opt.out_dir);
+  const fs::path dir = opt.out_dir;
+  const std::string samples_path = (dir / samples_file_name(opt.shard, opt.num_shards)).string();
+  nlohmann::json config = opt.config;
+  config["task"] = task.name();
+  config["metrics"] = task.metric_names();
+  config["lm_eval_conventions"] = "v0.4.8";
+  const fs::path config_path = dir / "config.json";
+  if (fs::exists(config_path)) {
+    const auto old = nlohmann::json::parse(read_text_file(config_path.string()), nullptr, false);
+    if (!opt.resume && fs::exists(samples_path) && fs::file_size(samples_path) > 0)
+      fail("{}: run directory already has samples; pass --resume to continue it or choose a new --out", opt.out_dir);
+    if (opt.resume && !old.is_discarded())
+      for (const auto& [k, v] : config.items())
+        if (k != "limit" && old.contains(k) && old[k] != v)
+          fail("{}: --resume with a different '{}' ({} before, {} now)", config_path.string(), k, dump(old[k]), dump(v));
+  }
+  write_text(config_path, dump(config, 2) + "\n");
+
+  std::vector<nlohmann::json> rows = read_samples(samples_path, /*repair=*/true);
+  std::set<std::string> done;
+  for (const auto& r : rows) done.insert(r["task_id"].get<std::string>());
+
+  const size_t n_docs = opt.limit ? std::min(opt.limit, task.size()) : task.size();
+  std::vector<size_t> todo;
+  size_t shard_total = 0;
+  for (size_t i = 0; i < n_docs; ++i) {
+    if (static_cast<int>(i % opt.num_shards) != opt.shard) continue;
+    ++shard_total;
+    if (!done.count(task.task_id(i))) todo.push_back(i);
+  }
+  const std::string head = task.metric_names().front();
+  double correct = 0;
+  for (const auto& r : rows) correct += r.value("correct", false) ? 1 : 0;
+  size_t finished = rows.size();
+  Progress bar(task.name(), shard_total);
+  bar.update(finished, finished ? correct / finished : -1.0);
+
+  LineAppender out(samples_path);
+  ScoreEnv quiet = env;
+  quiet.on_progress = nullptr;
+  for (size_t i : todo) {
+    const std::string prompt = task.prompt(i);
+    const GenOutput g = gen(i, prompt);
+    const auto t0 = std::chrono::steady_clock::now();
+    SampleScore s = task.score({i}, {g.text}, quiet).front();
+    const double score_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    nlohmann::json j = sample_json(s);
+    j["doc"] = i;
+    j["prompt"] = prompt;
+    j["response"] = g.text;
+    j["correct"] = s.metrics[head].value_or(0.0) > 0.5;
+    j["gen_s"] = g.time_s;
+    j["score_s"] = score_s;
+    j["prompt_tokens"] = g.prompt_tokens;
+    j["gen_tokens"] = g.gen_tokens;
+    j["nfe"] = g.nfe;
+    j["steps"] = g.steps;
+    j["kv_bytes"] = g.kv_bytes;
+    out.append(dump(j));
+    correct += j["correct"].get<bool>() ? 1 : 0;
+    ++finished;
+    bar.update(finished, correct / finished);
+    rows.push_back(std::move(j));
+  }
+  bar.finish();
+
+  nlohmann::json summary = summary_from_samples(task.name(), task.metric_names(), rows);
+  summary["n_expected"] = shard_total;
+  if (opt.num_shards > 1) summary["shard"] = fmt::format("{}/{}", opt.shard, opt.num_shards);
+  summary["config"] = config;
+  const std::string stem = summary_stem(opt.shard, opt.num_shards);
+  write_text(dir / (stem + ".json"), dump(summary, 2) + "\n");
+  write_text(dir / (stem + ".md"), summary_markdown(summary));
+  return summary;
+}
+
+nlohmann::json merge_runs(const std::vector<std::string>& run_dirs, const std::string& out_dir) {
+  if (run_dirs.empty()) fail("eval merge: give at least one run directory");
+  std::string task;
+  std::vector<std::string> metrics;
+  nlohmann::json config;
+  std::vector<nlohmann::json> rows;
+  std::set<std::string> seen;
+  size_t duplicates = 0;
+  for (const std::string& d : run_dirs) {
+    const fs::path cp = fs::path(d) / "config.json";
+    if (!fs::exists(cp)) fail("{}: not a run directory (no config.json)", d);
+    const auto c = nlohmann::json::parse(read_text_file(cp.string()), nullptr, false);
+    if (c.is_discarded() || !c.contains("task")) fail("{}: unreadable config", cp.string());
+    if (task.empty()) {
+      task = c["task"];
+      metrics = c["metrics"].get<std::vector<std::string>>();
+      config = c;
+    } else if (c["task"] != task) {
+      fail("{}: task {} differs from {}", cp.string(), c["task"].get<std::string>(), task);
+    }
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with("samples") && name.ends_with(".jsonl")) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files)
+      for (auto& r : read_samples(f.string(), false)) {
+        if (!seen.insert(r["task_id"].get<std::string>()).second) {
+          ++duplicates;
+          continue;
+        }
+        rows.push_back(std::move(r));
+      }
+  }
+  nlohmann::json summary = summary_from_samples(task, metrics, rows);
+  summary["duplicates_dropped"] = duplicates;
+  summary["config"] = config;
+  if (!out_dir.empty()) {
+    fs::create_directories(out_dir);
+    std::string all;
+    for (const auto& r : rows) all += dump(r) + "\n";
+    write_text(fs::path(out_dir) / "samples.merged.jsonl", all);
+    write_text(fs::path(out_dir) / "summary.merged.json", dump(summary, 2) + "\n");
+    write_text(fs::path(out_dir) / "summary.merged.md", summary_markdown(summary));
+  }
+  return summary;
+}
+
+}  // namespace dllmq::eval
