@@ -60,6 +60,67 @@ void BpeModel::PairMap::insert(uint64_t key, Merge m) {
   }
 }
 
+uint64_t BpeModel::hash_bytes(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    __builtin_memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  __builtin_memcpy(&w, s.data() + i, s.size() - i);
+  h ^= w;
+  // murmur3 finalizer: every input bit reaches the low bits used as the slot index.
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+int32_t BpeModel::bytes_find(std::string_view s) const {
+  if (by_bytes_.slots.empty()) return -1;
+  const uint64_t h = hash_bytes(s);
+  const uint64_t tag = h >> 32;
+  for (size_t i = h & by_bytes_.mask;; i = (i + 1) & by_bytes_.mask) {
+    const uint64_t v = by_bytes_.slots[i];
+    if (v == 0) return -1;
+    const uint32_t id1 = static_cast<uint32_t>(v);
+    if ((v >> 32) == tag && id_bytes_[id1 - 1] == s) return static_cast<int32_t>(id1 - 1);
+  }
+}
+
+void BpeModel::bytes_insert(int32_t id) {
+  auto& m = by_bytes_;
+  if ((m.count + 1) * 2 > m.slots.size()) {
+    const size_t cap = std::max<size_t>(1024, m.slots.size() * 2);
+    std::vector<uint64_t> old = std::move(m.slots);
+    m.slots.assign(cap, 0);
+    m.mask = cap - 1;
+    m.count = 0;
+    for (uint64_t v : old)
+      if (v) bytes_insert(static_cast<int32_t>(static_cast<uint32_t>(v) - 1));
+  }
+  const std::string_view s = id_bytes_[id];
+  const uint64_t h = hash_bytes(s);
+  const uint64_t packed = ((h >> 32) << 32) | static_cast<uint32_t>(id + 1);
+  for (size_t i = h & m.mask;; i = (i + 1) & m.mask) {
+    const uint64_t v = m.slots[i];
+    if (v == 0) {
+      m.slots[i] = packed;
+      ++m.count;
+      return;
+    }
+    if (id_bytes_[static_cast<uint32_t>(v) - 1] == s) {  // same bytes registered again: the later id wins
+      m.slots[i] = packed;
+      return;
+    }
+  }
+}
+
 void BpeModel::add_token(int32_t id, std::string bytes) {
   if (static_cast<size_t>(id) >= id_bytes_.size()) {
     id_bytes_.resize(id + 1);
@@ -67,8 +128,8 @@ void BpeModel::add_token(int32_t id, std::string bytes) {
   }
   if (!has_id_[id]) ++n_tokens_;
   has_id_[id] = 1;
-  by_bytes_[bytes] = id;
   id_bytes_[id] = std::move(bytes);
+  bytes_insert(id);
 
 }
 
@@ -78,31 +139,31 @@ void BpeModel::add_merge(int32_t a, int32_t b, int32_t merged, uint32_t rank) {
 }
 
 void BpeModel::derive_merges_from_ranks() {
-  pairs_.reserve(by_bytes_.size() * 4);
+  pairs_.reserve(n_tokens_ * 4);
   for (size_t id = 0; id < id_bytes_.size(); ++id) {
     if (!has_id_[id]) continue;
-    const std::string& t = id_bytes_[id];
+    const std::string_view t = id_bytes_[id];
     for (size_t k = 1; k < t.size(); ++k) {
-      auto l = by_bytes_.find(t.substr(0, k));
-      if (l == by_bytes_.end()) continue;
-      auto r = by_bytes_.find(t.substr(k));
-      if (r == by_bytes_.end()) continue;
-      add_merge(l->second, r->second, static_cast<int32_t>(id), static_cast<uint32_t>(id));
+      const int32_t l = bytes_find(t.substr(0, k));
+      if (l < 0) continue;
+      const int32_t r = bytes_find(t.substr(k));
+      if (r < 0) continue;
+      add_merge(l, r, static_cast<int32_t>(id), static_cast<uint32_t>(id));
     }
   }
 }
 
 void BpeModel::finalize() {
   for (int b = 0; b < 256; ++b) {
-    auto it = by_bytes_.find(std::string(1, static_cast<char>(b)));
-    byte_id_[b] = it == by_bytes_.end() ? -1 : it->second;
+    const char c = static_cast<char>(b);
+    byte_id_[b] = bytes_find(std::string_view(&c, 1));
   }
 }
 
 std::optional<int32_t> BpeModel::find(std::string_view bytes) const {
-  auto it = by_bytes_.find(std::string(bytes));
-  if (it == by_bytes_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = bytes_find(bytes);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 const std::string* BpeModel::bytes_of(int32_t id) const {
@@ -188,11 +249,9 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
     return;
   }
   const bool cacheable = bytes.size() <= kMaxCachedPiece;
-  std::string key;
   if (cacheable) {
-    key.assign(bytes);
     std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(key);
+    auto it = cache_.find(bytes);
     if (it != cache_.end()) {
       out.insert(out.end(), cache_ids_.begin() + it->second.first,
                  cache_ids_.begin() + it->second.first + it->second.second);
@@ -202,8 +261,8 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
   const size_t start = out.size();
   std::optional<int32_t> whole;
   if (ignore_merges_) {
-    auto it = by_bytes_.find(cacheable ? key : std::string(bytes));
-    if (it != by_bytes_.end()) whole = it->second;
+    const int32_t id = bytes_find(bytes);
+    if (id >= 0) whole = id;
   }
   if (whole) {
     out.push_back(*whole);
@@ -228,7 +287,7 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
     }
     const uint32_t off = static_cast<uint32_t>(cache_ids_.size());
     cache_ids_.insert(cache_ids_.end(), out.begin() + start, out.end());
-    cache_.emplace(std::move(key), std::make_pair(off, static_cast<uint32_t>(out.size() - start)));
+    cache_.emplace(std::string(bytes), std::make_pair(off, static_cast<uint32_t>(out.size() - start)));
   }
 }
 

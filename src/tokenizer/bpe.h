@@ -13,6 +13,12 @@
 
 namespace dllmq {
 
+// Hash for string keys that also accepts string_view lookups without a copy.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 class BpeModel {
  public:
   // Registers token `id` with its raw bytes; the last registration of a byte string wins lookups.
@@ -60,9 +66,19 @@ class BpeModel {
   void merge_small(std::vector<int32_t>& syms) const;
   void merge_large(std::vector<int32_t>& syms) const;
 
+  // Open-addressing map bytes -> id; keys live in id_bytes_. A slot packs (hash tag << 32) | (id + 1),
+  // 0 = empty, so a probe costs one cache line and most mismatches skip the byte comparison.
+  struct BytesMap {
+    std::vector<uint64_t> slots;
+    size_t count = 0, mask = 0;
+  };
+  static uint64_t hash_bytes(std::string_view s);
+  int32_t bytes_find(std::string_view s) const;
+  void bytes_insert(int32_t id);
+
   std::vector<std::string> id_bytes_;
   std::vector<uint8_t> has_id_;
-  std::unordered_map<std::string, int32_t> by_bytes_;
+  BytesMap by_bytes_;
   int32_t byte_id_[256] = {};
   PairMap pairs_;
   size_t n_tokens_ = 0, n_merges_ = 0;
@@ -71,7 +87,7 @@ class BpeModel {
 
   // Per-piece cache: most words repeat. Guarded for concurrent encode() calls.
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> cache_;
+  mutable std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, StringHash, std::equal_to<>> cache_;
   mutable std::vector<int32_t> cache_ids_;
 };
 

@@ -1,0 +1,162 @@
+// dllmq tokenize: text -> ids (and pieces), ids -> text, and an encode-throughput benchmark.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+#include "util/error.h"
+
+namespace dllmq::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TokenizeArgs {
+  std::string model, tokenizer, text, text_file, ids, bench, system;
+  bool json = false, no_special = false, skip_special = false, chat = false;
+  int repeat = 3;
+};
+
+// FILE: a directory (model dir), tokenizer.json, *.tiktoken (Qwen pattern + Dream specials) or vocab.json
+// (merges.txt beside it).
+std::unique_ptr<Tokenizer> open_tokenizer(const TokenizeArgs& a) {
+  if (!a.model.empty() && !a.tokenizer.empty()) fail("tokenize: give either -m/--model or --tokenizer, not both");
+  if (a.model.empty() && a.tokenizer.empty()) fail("tokenize: needs -m/--model DIR or --tokenizer FILE");
+  if (!a.model.empty()) {
+    auto t = load_tokenizer_for_model(a.model);
+    if (!t) fail("{}", missing_tokenizer_message(a.model));
+    return t;
+  }
+  const fs::path p(a.tokenizer);
+  if (fs::is_directory(p)) {
+    auto t = load_tokenizer_for_model(a.tokenizer);
+    if (!t) fail("{}", missing_tokenizer_message(a.tokenizer));
+    return t;
+  }
+  if (!fs::exists(p)) fail("{}: no such file", a.tokenizer);
+  if (p.extension() == ".tiktoken") return load_tiktoken(a.tokenizer, qwen_special_tokens());
+  if (p.filename() == "vocab.json") return load_vocab_merges(a.tokenizer, (p.parent_path() / "merges.txt").string());
+  return load_tokenizer_json(a.tokenizer);
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("{}: cannot open file", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Encodes FILE line by line (single thread) `repeat` times after one warm-up pass.
+void run_bench(const Tokenizer& tok, const TokenizeArgs& a) {
+  const std::string data = read_all(a.bench);
+  std::vector<std::string_view> lines;
+  for (size_t i = 0; i < data.size();) {
+    size_t j = data.find('\n', i);
+    j = j == std::string::npos ? data.size() : j + 1;
+    lines.push_back(std::string_view(data).substr(i, j - i));
+    i = j;
+  }
+  auto pass = [&] {
+    size_t n = 0;
+    for (auto l : lines) n += tok.encode(l).size();
+    return n;
+  };
+  const size_t n_tokens = pass();  // warm-up (fills the word cache, as the references' caches are warm)
+  std::vector<double> secs;
+  for (int r = 0; r < std::max(1, a.repeat); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pass();
+    secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double best = *std::min_element(secs.begin(), secs.end());
+  const double mbs = data.size() / best / 1e6;
+  if (a.json) {
+    std::puts(nlohmann::json{{"file", a.bench},
+                             {"tokenizer", tok.source()},
+                             {"bytes", data.size()},
+                             {"lines", lines.size()},
+                             {"tokens", n_tokens},
+                             {"seconds", secs},
+                             {"best_seconds", best},
+                             {"mb_per_s", mbs}}
+                  .dump()
+                  .c_str());
+    return;
+  }
+  fmt::print("tokenizer  {}\nfile       {} ({} bytes, {} lines)\ntokens     {}\n", tok.source(), a.bench,
+             data.size(), lines.size(), n_tokens);
+  fmt::print("encode     {:.2f} MB/s (best of {} single-thread passes: {:.3f} s)\n", mbs, secs.size(), best);
+}
+
+void run(const TokenizeArgs& a) {
+  const auto tok = open_tokenizer(a);
+  if (!a.bench.empty()) return run_bench(*tok, a);
+  if (!a.ids.empty()) {
+    const auto ids = parse_id_list(a.ids, "--ids");
+    const std::string text = tok->decode(ids, a.skip_special);
+    if (a.json) std::puts(nlohmann::json{{"ids", ids}, {"text", text}}.dump().c_str());
+    else std::fwrite(text.data(), 1, text.size(), stdout), std::puts("");
+    return;
+  }
+  const int n_inputs = !a.text.empty() + !a.text_file.empty();
+  if (n_inputs != 1) fail("tokenize: give exactly one of --text, --file, --ids or --bench");
+  std::string text = a.text.empty() ? read_all(a.text_file) : a.text;
+  if (a.chat) {
+    auto fmt_ = chat_format_for(*tok);
+    if (!fmt_) fail("{}: --chat: tokenizer has neither LLaDA (<|start_header_id|>) nor Qwen (<|im_start|>) chat tokens",
+                    tok->source());
+    text = render_chat(*fmt_, text, a.system.empty() ? std::nullopt : std::optional<std::string_view>(a.system));
+  }
+  const auto ids = tok->encode(text, !a.no_special);
+  std::vector<std::string> tokens, pieces;
+  for (int32_t id : ids) {
+    tokens.push_back(tok->id_to_token(id).value_or(""));
+    pieces.push_back(utf8_lossy(tok->token_bytes(id).value_or("")));
+  }
+  if (a.json) {
+    nlohmann::json j{{"ids", ids}, {"tokens", tokens}, {"pieces", pieces}, {"n_tokens", ids.size()}};
+    if (a.chat) j["text"] = text;
+    std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return;
+  }
+  fmt::print("{}\n", fmt::join(ids, ","));
+  std::vector<std::string> quoted;
+  for (auto& p : pieces) quoted.push_back(nlohmann::json(p).dump());
+  fmt::print("{} tokens: {}\n", ids.size(), fmt::join(quoted, " "));
+}
+
+}  // namespace
+
+void register_tokenize(CLI::App& app) {
+  auto* cmd = app.add_subcommand("tokenize", "Text -> token ids (and back) with a model's tokenizer");
+  auto a = std::make_shared<TokenizeArgs>();
+  cmd->add_option("-m,--model", a->model, "model directory (tokenizer.json, vocab.json+merges.txt or *.tiktoken)");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "tokenizer file instead of a model: tokenizer.json, vocab.json (merges.txt beside it) or a "
+                  ".tiktoken rank file (Qwen2 pattern and Dream specials)");
+  cmd->add_option("--text", a->text, "text to encode");
+  cmd->add_option("--file", a->text_file, "encode the contents of this file");
+  cmd->add_option("--ids", a->ids, "decode these comma-separated ids instead");
+  cmd->add_flag("--skip-special", a->skip_special, "with --ids: drop special tokens");
+  cmd->add_flag("--no-special", a->no_special, "encode special-token strings as plain text");
+  cmd->add_flag("--chat", a->chat, "wrap the text in the model's chat template first");
+  cmd->add_option("--system", a->system, "with --chat: system message");
+  cmd->add_flag("--json", a->json, "print one JSON object");
+  cmd->add_option("--bench", a->bench, "measure single-thread encode MB/s over this file (line by line)");
+  cmd->add_option("--repeat", a->repeat, "with --bench: timed passes (best is reported)")->check(CLI::PositiveNumber);
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace dllmq::cli
