@@ -54,6 +54,7 @@ void run(const Args& a) {
   std::vector<int32_t> prompt = a.prompt_ids.empty() ? codec.prompt_ids(a.prompt, a.chat, a.system)
                                                      : parse_id_list(a.prompt_ids, "--prompt-ids");
   GenerateOptions opt = resolve_generate_flags(a.gen);
+  opt.eot_id = codec.eot_id();
   fmt::print(stderr, "dllmq: model {} | prompt {} tokens | {}\n", dir, prompt.size(), describe(opt, cfg));
 
   const bool tty = isatty(STDERR_FILENO);

@@ -1,21 +1,75 @@
 #include "cli/text_codec.h"
 
-#include "util/error.h"
+#include <filesystem>
+#include <fstream>
 
-namespace dllmq {
-class Tokenizer {};
-}  // namespace dllmq
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
 
 namespace dllmq::cli {
 
-TextCodec::TextCodec(const Model& m) : m_(m) { eot_ = m.config().eot_id; }
-TextCodec::~TextCodec() = default;
+namespace {
 
-std::vector<int32_t> TextCodec::prompt_ids(const std::string&, bool, const std::string&) const {
-  fail("{}: text prompts need a tokenizer (tokenizer.json); use --prompt-ids", m_.dir());
+// tokenizer_config.json's add_bos_token / bos_token (the model's own BOS handling for plain text).
+std::optional<std::string> plain_text_bos(const std::string& dir) {
+  const auto path = std::filesystem::path(dir) / "tokenizer_config.json";
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.value("add_bos_token", false)) return std::nullopt;
+  if (j.contains("bos_token") && j["bos_token"].is_string()) return j["bos_token"].get<std::string>();
+  if (j.contains("bos_token") && j["bos_token"].is_object() && j["bos_token"].contains("content"))
+    return j["bos_token"]["content"].get<std::string>();
+  return std::nullopt;
 }
 
-std::string TextCodec::answer_text(std::span<const int32_t>) const { return ""; }
-std::string TextCodec::piece(int32_t id) const { return "[" + std::to_string(id) + "]"; }
+}  // namespace
+
+TextCodec::TextCodec(const Model& m) : m_(m) {
+  tok_ = load_tokenizer_for_model(m.dir());
+  eot_ = m.config().eot_id;
+  if (eot_ < 0 && tok_) {
+    if (auto id = tok_->token_to_id("<|eot_id|>")) eot_ = *id;
+    else if (auto id2 = tok_->token_to_id("<|im_end|>")) eot_ = *id2;
+  }
+}
+
+TextCodec::~TextCodec() = default;
+
+std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat, const std::string& system) const {
+  if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));
+  if (chat) {
+    const ChatFormat f = chat_format_for(*tok_).value_or(chat_format_for(m_.config().arch));
+    std::optional<std::string_view> sys;
+    if (!system.empty()) sys = system;
+    return tok_->encode(render_chat(f, text, sys), /*allow_special=*/true);
+  }
+  if (!system.empty()) fail("--system needs --chat");
+  std::vector<int32_t> ids;
+  if (auto bos = plain_text_bos(m_.dir()))
+    if (auto id = tok_->token_to_id(*bos)) ids.push_back(*id);
+  auto body = tok_->encode(text, /*allow_special=*/true);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+std::string TextCodec::answer_text(std::span<const int32_t> gen) const {
+  if (!tok_) return "";
+  size_t n = 0;
+  while (n < gen.size() && gen[n] != m_.config().eos_id && gen[n] != eot_) ++n;
+  return tok_->decode(gen.subspan(0, n), /*skip_special=*/true);
+}
+
+std::string TextCodec::piece(int32_t id) const {
+  if (tok_) {
+    const int32_t one[] = {id};
+    if (id == m_.config().eos_id || id == eot_) return "\u00b7";  // padding shown as a dot
+    return tok_->decode(one, /*skip_special=*/false);
+  }
+  return "[" + std::to_string(id) + "]";
+}
 
 }  // namespace dllmq::cli

@@ -72,7 +72,8 @@ class Decoder {
  public:
   Decoder(Model& m, std::span<const int32_t> prompt, const GenerateOptions& opt, const StepCallback& cb)
       : m_(m), cfg_(m.config()), opt_(opt), cb_(cb), rng_(opt.seed),
-        policy_(resolve_alg(), opt, cfg_.eos_id, cfg_.eot_id, rng_) {
+        eot_(cfg_.eot_id >= 0 ? cfg_.eot_id : opt.eot_id),
+        policy_(resolve_alg(), opt, cfg_.eos_id, eot_, rng_) {
     P_ = static_cast<int>(prompt.size());
     N_ = P_ + opt.gen_length;
     x_.assign(prompt.begin(), prompt.end());
@@ -291,7 +292,7 @@ class Decoder {
 
   bool block_all_eos(int s, int e) const {
     for (int p = s; p < e; ++p)
-      if (x_[p] != cfg_.eos_id && x_[p] != cfg_.eot_id) return false;
+      if (x_[p] != cfg_.eos_id && x_[p] != eot_) return false;
     return true;
   }
 
@@ -431,6 +432,7 @@ class Decoder {
   const GenerateOptions& opt_;
   const StepCallback& cb_;
   std::mt19937_64 rng_;
+  int eot_;
   UnmaskPolicy policy_;
   Rule rule_ = Rule::kQuota;
   int P_ = 0, N_ = 0;

@@ -43,6 +43,7 @@ struct GenerateOptions {
   bool early_stop = false;          // stop when every remaining block would be EOS (off: parity)
   uint64_t seed = 0;
   std::string kv = "fp16";          // KV store: fp32 | fp16 | bf16 (quantized stores later)
+  int eot_id = -1;                  // end-of-turn id when config.json has none (from the tokenizer)
   std::string trace_cache;          // JSONL path: per step and layer, error of reused K/V vs recompute
 };
 
