@@ -89,6 +89,17 @@ def check(tok, paths):
                 assert sep == ids, full
                 n += 1
     print(f"round trip ok on {n} problems")
+    try:  # the Jinja chat template must render exactly render_prompt (transformers' Jinja settings)
+        import jinja2
+    except ImportError:
+        print("jinja2 not installed: chat template not checked")
+        return
+    tpl = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(CHAT_TEMPLATE)
+    with open(paths[0]) as f:
+        for line in f:
+            q = json.loads(line)["question"]
+            assert tpl.render(messages=[{"role": "user", "content": q}], bos_token=SPECIALS[0]) == render_prompt(q)
+    print("chat template renders like render_prompt")
 
 
 if __name__ == "__main__":

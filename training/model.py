@@ -181,7 +181,11 @@ def exact_match(model, tok, rows, gen_len, sp, block_len=None, batch=100):
     """Fraction of problems whose generated '####' number equals the reference one.
     Returns (accuracy, list of decoded generations)."""
     prompts = [tok.encode(render_prompt(r["question"]), add_special_tokens=False).ids for r in rows]
-    gens = generate(model, prompts, gen_len, sp.mask, sp.eos, block_len, batch)
+    order = sorted(range(len(rows)), key=lambda i: len(prompts[i]))  # batch similar lengths: less padding
+    gens_sorted = generate(model, [prompts[i] for i in order], gen_len, sp.mask, sp.eos, block_len, batch)
+    gens = [None] * len(rows)
+    for i, g in zip(order, gens_sorted):
+        gens[i] = g
     texts, ok = [], 0
     for r, g in zip(rows, gens):
         # keep the answer up to the end of turn / first EOS, like chat.py strips EOS

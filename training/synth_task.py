@@ -118,8 +118,8 @@ def gen_chain(rng, distract):
         sents.append(f"{He} {ev}." if i == 0 else f"{rng.choice(THEN)} {he} {ev}.")
         lines.append(step_line(op, cur, n, new))
         cur = new
-    if distract:
-        sents.insert(rng.randint(1, len(sents)), distractor(rng, {name}, obj))
+    if distract:  # at the end only: a new person before "Then he ..." would make the pronoun ambiguous
+        sents.append(distractor(rng, {name}, obj))
     sents.append(rng.choice(ASK_NOW).format(o=obj, x=name))
     return " ".join(sents), lines, cur
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Evaluate an exported model folder (config.json + bf16 model.safetensors) with the PyTorch
+greedy low-confidence decoder: exact match of the `####` number on the synthetic test set.
+
+Weights are the bf16 values from the file; compute is fp32.
+Usage: python3 training/evaluate.py [--model models/dllmq-synth-tiny] [--data data/synth/test.jsonl]
+                                    [--block 48] [--n 1000] [--out training/logs/eval_test_b48.jsonl]
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+from tokenizers import Tokenizer
+
+from export import read_safetensors
+from model import Config, LLaDA, Specials, exact_match, final_number, load_jsonl, render_prompt
+
+
+def load_model(d):
+    with open(os.path.join(d, "config.json")) as f:
+        j = json.load(f)
+    assert j["n_kv_heads"] == j["n_heads"] and not j["weight_tying"]
+    c = Config(vocab_size=j["embedding_size"], d_model=j["d_model"], n_heads=j["n_heads"],
+               n_layers=j["n_layers"], mlp_hidden_size=j["mlp_hidden_size"], rope_theta=j["rope_theta"],
+               rms_norm_eps=j["rms_norm_eps"], max_sequence_length=j["max_sequence_length"])
+    m = LLaDA(c)
+    w = {k[len("model.transformer."):]: v for k, v in read_safetensors(os.path.join(d, "model.safetensors")).items()}
+    m.load_state_dict(w, strict=True)
+    return m.eval(), j
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="models/dllmq-synth-tiny")
+    ap.add_argument("--data", default="data/synth/test.jsonl")
+    ap.add_argument("--gen-len", type=int, default=48)
+    ap.add_argument("--block", type=int, default=48)
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=None, help="per-problem predictions (jsonl)")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    model, cfg = load_model(a.model)
+    tok = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
+    sp = Specials(tok)
+    assert (sp.mask, sp.eos) == (cfg["mask_token_id"], cfg["eos_token_id"])
+    rows = load_jsonl(a.data)[:a.n]
+    t0 = time.time()
+    acc, texts = exact_match(model, tok, rows, a.gen_len, sp, block_len=a.block)
+    dt = time.time() - t0
+    print(json.dumps({"model": a.model, "data": a.data, "n": len(rows), "gen_len": a.gen_len, "block": a.block,
+                      "steps": a.gen_len, "exact_match": round(acc, 4), "seconds": round(dt, 1)}))
+    if a.out:
+        with open(a.out, "w") as f:
+            for r, t in zip(rows, texts):
+                f.write(json.dumps({"question": r["question"], "reference": final_number(r["answer"]),
+                                    "generation": t, "predicted": final_number(t),
+                                    "correct": final_number(t) == final_number(r["answer"])}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
