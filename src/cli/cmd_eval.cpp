@@ -43,7 +43,7 @@ struct Args {
   double timeout = 10.0;
   size_t mem_mb = 4096;
   // generation runs
-  std::string model, out, shard = "0/1", system, fake_responses;
+  std::string model, out, shard = "0/1", system, fake_responses, show_prompt;
   size_t limit = 0;
   bool resume = false;
   int fake_delay_ms = 0;
@@ -164,6 +164,18 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
 void run(const Args& a) {
   if (a.task.empty()) fail("--task is required (gsm8k, math, humaneval, mbpp)");
   if (a.data.empty()) fail("--data is required (the task's data file)");
+  if (!a.show_prompt.empty()) {
+    TaskOptions topt;
+    topt.chat = a.chat;
+    topt.subset = a.subset;
+    topt.train_path = a.train;
+    const auto task = make_task(a.task, a.data, topt);
+    const auto i = task->find(a.show_prompt);
+    if (!i) fail("--show-prompt {}: no such task_id in {}", a.show_prompt, a.data);
+    const std::string p = task->prompt(*i);
+    std::fwrite(p.data(), 1, p.size(), stdout);
+    return;
+  }
   const bool score = !a.responses.empty();
   const bool gen = !a.model.empty() || !a.fake_responses.empty();
   if (score == gen) fail("give either --responses FILE (score only) or -m DIR --out RUN_DIR (generate and score)");
@@ -203,6 +215,7 @@ void register_eval(CLI::App& app) {
   cmd->add_flag("--json", a->json, "print one JSON object");
   cmd->add_option("--subset", a->subset, "math: math500");
   cmd->add_option("--train", a->train, "gsm8k: few-shot source (default: train.jsonl beside --data)");
+  cmd->add_option("--show-prompt", a->show_prompt, "print the plain-text prompt of this task_id and exit");
   cmd->add_option("--details", a->details, "score only: write per-sample results as JSONL");
   cmd->add_flag("--no-stop", a->no_stop, "do not cut responses at the task's stop strings");
   cmd->add_option("--workers", a->workers, "parallel sandboxed programs / sympy helpers (default 2)");

@@ -199,7 +199,6 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
     const pid_t inner = fork();
     if (inner < 0) _exit(124);
     if (inner == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
       const rlimit r_cpu{cpu, cpu}, r_as{as, as}, r_fs{fsize, fsize}, r_core{0, 0}, r_nofile{256, 256};
       setrlimit(RLIMIT_CPU, &r_cpu);
       setrlimit(RLIMIT_AS, &r_as);
@@ -211,6 +210,9 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
         setrlimit(RLIMIT_NPROC, &r_np);
         if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(125);
       }
+      // After setuid (a credential change clears it): when the outer child is killed on timeout,
+      // this PID-namespace init dies too, and the kernel kills everything left inside.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       syscall(SYS_close_range, 4u, ~0u, 0u);
       execve(argv[0], argv, envp.data());
       _exit(126);
