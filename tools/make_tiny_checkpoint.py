@@ -7,6 +7,7 @@
                             [--head-dim HD] [--mlp M] [--vocab V]
                             [--mask-id ID] [--eos-id ID] [--lm-head-std S]
                             [--w-std S] [--emb-std S] [--zero-mask-logit]
+                            [--eot-id ID] [--boost-eos X]
 
 Defaults: LLaDA d_model 64, 2 layers, 4 heads (head_dim 16), MHA, mlp 128, vocab 128,
 mask 120, eos/pad 121, rope_theta 500000, eps 1e-5.  Dream hidden 64, 2 layers,
@@ -126,7 +127,7 @@ def dream_config(layers, d_model, heads, kv_heads, mlp, vocab, mask_id, eos_id, 
 def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layers=None,
                     d_model=None, heads=None, kv_heads=None, head_dim=None, mlp=None,
                     vocab=None, mask_id=None, eos_id=None, lm_head_std=0.25, w_std=0.08,
-                    emb_std=0.5, zero_mask_logit=False):
+                    emb_std=0.5, zero_mask_logit=False, eot_id=None, boost_eos=1.0):
     if arch not in DEFAULTS:
         raise ValueError("arch must be llada or dream")
     d = dict(DEFAULTS[arch])
@@ -199,6 +200,15 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
                 t["lm_head.weight"][d["mask_id"]] = 0.0
         cfg = dream_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
 
+    if eot_id is not None:  # not a released field; lets tests exercise the EoT rules
+        cfg["eot_token_id"] = int(eot_id)
+    if boost_eos != 1.0:  # scale the LM-head rows of EOS (and EoT) so they are often predicted
+        head = t.get("model.transformer.ff_out.weight", t.get("lm_head.weight"))
+        if head is None:
+            raise ValueError("--boost-eos needs an untied LM head")
+        for tid in [d["eos_id"]] + ([eot_id] if eot_id is not None else []):
+            head[tid] *= boost_eos
+
     os.makedirs(out, exist_ok=True)
     for fn in os.listdir(out):  # remove stale shards from an earlier run
         if fn.endswith(".safetensors") or fn == "model.safetensors.index.json":
@@ -229,6 +239,8 @@ def main(argv=None):
     ap.add_argument("--lm-head-std", type=float, default=0.25)
     ap.add_argument("--w-std", type=float, default=0.08, help="std of projection weights")
     ap.add_argument("--emb-std", type=float, default=0.5, help="std of the embedding")
+    ap.add_argument("--eot-id", type=int, help="write eot_token_id into config.json (test-only field)")
+    ap.add_argument("--boost-eos", type=float, default=1.0, help="scale the EOS/EoT LM-head rows")
     ap.add_argument("--zero-mask-logit", action="store_true",
                     help="zero the LM-head row of the mask token (untied only) so it is never predicted")
     a = ap.parse_args(argv)
@@ -236,7 +248,7 @@ def main(argv=None):
                     layers=a.layers, d_model=a.d_model, heads=a.heads, kv_heads=a.kv_heads,
                     head_dim=a.head_dim, mlp=a.mlp, vocab=a.vocab, mask_id=a.mask_id,
                     eos_id=a.eos_id, lm_head_std=a.lm_head_std, w_std=a.w_std, emb_std=a.emb_std,
-                    zero_mask_logit=a.zero_mask_logit)
+                    zero_mask_logit=a.zero_mask_logit, eot_id=a.eot_id, boost_eos=a.boost_eos)
 
 
 if __name__ == "__main__":

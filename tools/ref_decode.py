@@ -549,6 +549,8 @@ def generate(model, prompt, gen_length, block_length, steps, cache="none", thres
         model = rf.load_model(model)
     if threshold is not None and factor is not None:
         raise ValueError("threshold and factor are exclusive")
+    if eot_id is None:
+        eot_id = getattr(model, "eot_id", None)
     if model.arch == "llada":
         remasking = alg or "low_confidence"
         return generate_llada(model, prompt, gen_length, block_length, steps, cache=cache, threshold=threshold,
@@ -582,12 +584,20 @@ def main(argv=None):
     ap.add_argument("--cfg-scale", type=float, default=0.0)
     ap.add_argument("--eps", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--logits-eos-inf", action="store_true")
+    ap.add_argument("--confidence-eos-eot-inf", action="store_true")
+    ap.add_argument("--top-p", type=float)
+    ap.add_argument("--top-k", type=int)
+    ap.add_argument("--alg-temp", type=float)
     ap.add_argument("--trace", action="store_true", help="include the per-forward trace")
     a = ap.parse_args(argv)
     prompt = [int(t) for t in a.prompt_ids.split(",") if t.strip()]
     r = generate(a.model, prompt, a.gen_length, a.block_length or a.gen_length, a.steps, cache=a.cache,
                  threshold=a.threshold, factor=a.factor, alg=a.alg, temperature=a.temperature,
-                 cfg_scale=a.cfg_scale, eps=a.eps, seed=a.seed)
+                 cfg_scale=a.cfg_scale, eps=a.eps, seed=a.seed, logits_eos_inf=a.logits_eos_inf,
+                 confidence_eos_eot_inf=a.confidence_eos_eot_inf,
+                 top_p=a.top_p if a.top_p is not None and a.top_p < 1 else None,
+                 top_k=a.top_k if a.top_k else None, alg_temp=a.alg_temp)
     out = {"tokens": r["tokens"], "nfe": r["nfe"]}
     if a.trace:
         out["trace"] = r["trace"]

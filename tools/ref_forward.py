@@ -70,6 +70,8 @@ class RefModel:
         self.hd = self.d_model // self.n_heads
         self.mask_id = int(cfg["mask_token_id"])
         self.eos_id = int(cfg["eos_token_id"]) if cfg.get("eos_token_id") is not None else None
+        # not a released config field: optional end-of-turn id for tiny test checkpoints
+        self.eot_id = int(cfg["eot_token_id"]) if cfg.get("eot_token_id") is not None else None
         self.vocab = self.embed.shape[0]
         self.shift_logits = self.arch == "dream"
         half = self.hd // 2

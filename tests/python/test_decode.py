@@ -48,6 +48,8 @@ PROMPT_LEN = 7
 DECODE_CKPTS = {
     "llada": dict(arch="llada", seed=21, w_std=0.2, lm_head_std=0.8, emb_std=0.3, zero_mask_logit=True),
     "dream": dict(arch="dream", seed=22, w_std=0.2, lm_head_std=0.8, emb_std=0.3, zero_mask_logit=True),
+    "llada-eos": dict(arch="llada", seed=23, w_std=0.2, lm_head_std=0.8, emb_std=0.3, zero_mask_logit=True,
+                      eot_id=122, boost_eos=3.0),
 }
 # --alg passed to the binary per (arch, schedule)
 ALG = {
@@ -55,7 +57,7 @@ ALG = {
     ("llada", "threshold"): "low_confidence",
     ("llada", "factor"): "low_confidence",
     ("dream", "quota"): "entropy",
-    ("dream", "threshold"): "confidence_threshold",
+    ("dream", "threshold"): "maskgit_plus",  # upstream threshold path ranks by max prob
 }
 
 
@@ -89,8 +91,9 @@ def trace_margin(r, mask_id):
 
 
 def ref_run(model, prompt, case):
-    return rd.generate(model, prompt, GEN, case["bl"], case["steps"], cache=case["cache"],
-                       threshold=case.get("threshold"), factor=case.get("factor"), alg=case.get("ref_alg"))
+    return rd.generate(model, prompt, case.get("gen", GEN), case["bl"], case["steps"], cache=case["cache"],
+                       threshold=case.get("threshold"), factor=case.get("factor"), alg=case.get("ref_alg"),
+                       **case.get("ref_kw", {}))
 
 
 # ------------------------------------------------------------------------ cases
@@ -118,6 +121,85 @@ def build_cases(arch):
     return cases
 
 
+def extra_cases():
+    """Edge cases, options and upstream quirks (ckpt: key of DECODE_CKPTS)."""
+    E = []
+
+    def add(name, ckpt, gen, bl, steps, cache, alg, ref_alg=None, **kw):
+        c = dict(name=name, ckpt=ckpt, gen=gen, bl=bl, steps=steps, cache=cache, alg=alg, ref_alg=ref_alg)
+        c.update(kw)
+        E.append(c)
+
+    # LLaDA: fewer masks than steps per block (quota has zeros; loop stops when the block is full)
+    add("llada/edge/none/m<spb", "llada", 8, 4, 16, "none", "low_confidence")
+    add("llada/edge/prefix/m<spb", "llada", 8, 4, 16, "prefix", "low_confidence")
+    add("llada/edge/dual/m<spb", "llada", 8, 4, 16, "dual", "low_confidence")
+    # block length 1: the refresh fills the block; check-first => no in-block forward
+    add("llada/edge/dual/BL1-quota", "llada", 4, 1, 4, "dual", "low_confidence")
+    add("llada/edge/prefix/BL1-thr0.9", "llada", 4, 1, 4, "prefix", "low_confidence", threshold=0.9)
+    # longer canvas
+    for cache in ("none", "prefix", "dual"):
+        add("llada/gen64/%s/bl16-thr0.7" % cache, "llada", 64, 16, 4, cache, "low_confidence", threshold=0.7)
+        add("llada/gen64/%s/bl16-quota" % cache, "llada", 64, 16, 32, cache, "low_confidence")
+    add("llada/none/cfg1.5", "llada", 16, 8, 8, "none", "low_confidence", extra=["--cfg-scale", "1.5"],
+        ref_kw=dict(cfg_scale=1.5))
+    # EOS/EoT rules on a checkpoint whose EOS (121) / EoT (122, config eot_token_id) are often predicted
+    # (the prompt must make the rule matter: EOS/EoT in the plain output and a different flagged output)
+    def req(case_plain):
+        def f(model, prompt, r):
+            plain = ref_run(model, prompt, case_plain)["tokens"]
+            has = any(t in (model.eos_id, model.eot_id) for t in plain)
+            return has and r["tokens"] != plain
+        return f
+
+    for cache in ("none", "dual"):
+        for thr, steps, tag in ((None, 16, ""), (0.8, 4, "thr0.8-")):
+            plain = dict(gen=32, bl=8, steps=steps, cache=cache, threshold=thr)
+            add("llada-eos/%s/%splain" % (cache, tag), "llada-eos", 32, 8, steps, cache, "low_confidence",
+                threshold=thr, require=lambda model, prompt, r: any(t in (model.eos_id, model.eot_id)
+                                                                     for t in r["tokens"]))
+            add("llada-eos/%s/%slogits-eos-inf" % (cache, tag), "llada-eos", 32, 8, steps, cache,
+                "low_confidence", threshold=thr, extra=["--logits-eos-inf"], ref_kw=dict(logits_eos_inf=True),
+                require=req(plain))
+            add("llada-eos/%s/%sconfidence-eos-eot-inf" % (cache, tag), "llada-eos", 32, 8, steps, cache,
+                "low_confidence", threshold=thr, extra=["--confidence-eos-eot-inf"],
+                ref_kw=dict(confidence_eos_eot_inf=True), require=req(plain))
+    # Dream block mode quirks (upstream generation_utils_block.py)
+    add("dream/quirk/prefix/spb1-leaves-masks", "dream", 16, 8, 2, "prefix", "entropy", ref_alg="entropy")
+    add("dream/quirk/dual/spb1-leaves-masks", "dream", 16, 8, 2, "dual", "entropy", ref_alg="entropy")
+    add("dream/quirk/prefix/maskgit-ranks-by-entropy", "dream", 16, 8, 8, "prefix", "maskgit_plus",
+        ref_alg="maskgit_plus")
+    add("dream/edge/prefix/BL1-thr0.9", "dream", 4, 1, 4, "prefix", "maskgit_plus", threshold=0.9)
+    add("dream/edge/dual/BL2-thr0.9", "dream", 8, 2, 4, "dual", "maskgit_plus", threshold=0.9)
+    add("dream/ext/prefix/factor1", "dream", 16, 8, 2, "prefix", "maskgit_plus", factor=1.0)
+    add("dream/ext/dual/factor1", "dream", 16, 8, 2, "dual", "maskgit_plus", factor=1.0)
+    # Dream global sampler variants
+    add("dream/none/entropy-gen20-steps5", "dream", 20, 20, 5, "none", "entropy", ref_alg="entropy")
+    add("dream/none/topk_margin-4blk", "dream", 32, 8, 16, "none", "topk_margin", ref_alg="topk_margin")
+    add("dream/none/global-thr0.95-gen64-steps16", "dream", 64, 64, 16, "none", "maskgit_plus", threshold=0.95)
+    for cache in ("prefix", "dual"):
+        add("dream/gen64/%s/bl16-thr0.7" % cache, "dream", 64, 16, 4, cache, "maskgit_plus", threshold=0.7)
+        add("dream/gen64/%s/bl16-quota" % cache, "dream", 64, 16, 32, cache, "entropy", ref_alg="entropy")
+    return E
+
+
+def random_cases():
+    """Stochastic paths: only invariants (no MASK left, NFE == steps)."""
+    R = []
+    for cache in ("none", "prefix", "dual"):
+        R.append(dict(name="llada/%s/random-remasking" % cache, ckpt="llada", gen=32, bl=8, steps=16, cache=cache,
+                      alg="random", extra=["--seed", "3"]))
+        R.append(dict(name="llada/%s/temperature0.7" % cache, ckpt="llada", gen=32, bl=8, steps=16, cache=cache,
+                      alg="low_confidence", extra=["--temperature", "0.7", "--seed", "3"]))
+    R.append(dict(name="dream/none/origin", ckpt="dream", gen=32, bl=32, steps=16, cache="none", alg="origin",
+                  extra=["--seed", "3"]))
+    R.append(dict(name="dream/none/entropy-T0.5-top_p0.95", ckpt="dream", gen=32, bl=32, steps=16, cache="none",
+                  alg="entropy", extra=["--temperature", "0.5", "--top-p", "0.95", "--seed", "3"]))
+    R.append(dict(name="dream/dual/entropy-T0.5", ckpt="dream", gen=32, bl=8, steps=16, cache="dual",
+                  alg="entropy", extra=["--temperature", "0.5", "--seed", "3"]))
+    return R
+
+
 def pick_prompt(model, case, max_tries=60):
     best = None
     for seed in range(max_tries):
@@ -125,6 +207,8 @@ def pick_prompt(model, case, max_tries=60):
         prompt = [int(t) for t in rng.integers(0, model.mask_id, PROMPT_LEN)]
         r = ref_run(model, prompt, case)
         mg = trace_margin(r, model.mask_id)
+        if case.get("require") is not None and not case["require"](model, prompt, r):
+            mg = min(mg, -3.0)
         if best is None or mg > best[2]:
             best = (seed, prompt, mg, r)
         if mg >= MARGIN:
@@ -259,12 +343,13 @@ def mask_left(r, m):
 # ------------------------------------------------------------------------ part B
 def run_binary(dllmq, model_dir, prompt, case, timeout=300):
     cmd = [dllmq, "generate", "-m", model_dir, "--prompt-ids", ",".join(map(str, prompt)),
-           "--gen-length", str(GEN), "--block-length", str(case["bl"]), "--steps", str(case["steps"])]
+           "--gen-length", str(case.get("gen", GEN)), "--block-length", str(case["bl"]),
+           "--steps", str(case["steps"])]
     if case.get("threshold") is not None:
         cmd += ["--threshold", repr(case["threshold"])]
     if case.get("factor") is not None:
         cmd += ["--factor", repr(case["factor"])]
-    cmd += ["--cache", case["cache"], "--alg", case["alg"], "--kv", "fp32", "--json"]
+    cmd += ["--cache", case["cache"], "--alg", case["alg"], "--kv", "fp32", "--json"] + case.get("extra", [])
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError("rc=%d cmd=%s stderr=%s" % (p.returncode, " ".join(cmd),
@@ -288,36 +373,52 @@ def explain_diff(ref, got_tokens, prompt_len):
     return "length %d vs %d" % (len(ref["tokens"]), len(got_tokens))
 
 
+def compare_case(res, d, m, case, dllmq, verbose):
+    seed, prompt, mg, ref = pick_prompt(m, case)
+    note = "prompt-seed %d margin %.2g nfe %d" % (seed, mg, ref["nfe"])
+    if mg < MARGIN:
+        note += " (WARNING: no prompt with margin >= %g found)" % MARGIN
+    if verbose:
+        print("  %s ref tokens %s per-step %s" % (case["name"], ref["tokens"],
+                                                  [len(t["revealed"]) for t in ref["trace"]]))
+    try:
+        got, cmd = run_binary(dllmq, d, prompt, case)
+    except Exception as ex:  # noqa: BLE001
+        res.check("bin/" + case["name"], False, "error: %s" % ex)
+        return
+    toks = got.get("tokens")
+    ok_t = toks == ref["tokens"]
+    ok_n = got.get("nfe") == ref["nfe"]
+    det = note
+    if not ok_t:
+        det += "; TOKENS DIFFER: " + (explain_diff(ref, toks, len(prompt)) if isinstance(toks, list)
+                                      else "no tokens list")
+    if not ok_n:
+        det += "; NFE ref %d vs got %s" % (ref["nfe"], got.get("nfe"))
+    if not (ok_t and ok_n):
+        det += "; cmd: " + " ".join(cmd)
+    res.check("bin/" + case["name"], ok_t and ok_n, det)
+
+
 def binary_checks(res, models, dllmq, verbose):
+    for case in extra_cases():
+        d, m = models[case["ckpt"]]
+        compare_case(res, d, m, case, dllmq, verbose)
+    for case in random_cases():
+        d, m = models[case["ckpt"]]
+        try:
+            got, cmd = run_binary(dllmq, d, [5, 17, 33, 2, 90, 64, 11], case)
+            toks = got.get("tokens") or []
+            ok = (len(toks) == case["gen"] and all(0 <= t < m.vocab and t != m.mask_id for t in toks)
+                  and got.get("nfe") == case["steps"])
+            res.check("bin-rand/" + case["name"], ok, "nfe %s, masks left %d" %
+                      (got.get("nfe"), sum(1 for t in toks if t == m.mask_id)))
+        except Exception as ex:  # noqa: BLE001
+            res.check("bin-rand/" + case["name"], False, "error: %s" % ex)
     for arch in ("llada", "dream"):
         d, m = models[arch]
-        results = {}
         for case in build_cases(arch):
-            seed, prompt, mg, ref = pick_prompt(m, case)
-            note = "prompt-seed %d margin %.2g nfe %d" % (seed, mg, ref["nfe"])
-            if mg < MARGIN:
-                note += " (WARNING: no prompt with margin >= %g found)" % MARGIN
-            if verbose:
-                print("  %s ref tokens %s per-step %s" % (case["name"], ref["tokens"],
-                                                          [len(t["revealed"]) for t in ref["trace"]]))
-            try:
-                got, cmd = run_binary(dllmq, d, prompt, case)
-            except Exception as ex:  # noqa: BLE001
-                res.check("bin/" + case["name"], False, "error: %s" % ex)
-                continue
-            results[case["name"]] = (prompt, got)
-            toks = got.get("tokens")
-            ok_t = toks == ref["tokens"]
-            ok_n = got.get("nfe") == ref["nfe"]
-            det = note
-            if not ok_t:
-                det += "; TOKENS DIFFER: " + (explain_diff(ref, toks, len(prompt)) if isinstance(toks, list)
-                                              else "no tokens list")
-            if not ok_n:
-                det += "; NFE ref %d vs got %s" % (ref["nfe"], got.get("nfe"))
-            if not (ok_t and ok_n):
-                det += "; cmd: " + " ".join(cmd)
-            res.check("bin/" + case["name"], ok_t and ok_n, det)
+            compare_case(res, d, m, case, dllmq, verbose)
         # binary-side invariant: BL == gen, 1 step: prefix == dual == none (LLaDA)
         if arch == "llada":
             prompt = [5, 17, 33, 2, 90, 64, 11]
