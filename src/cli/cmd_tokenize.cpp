@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 struct TokenizeArgs {
   std::string model, tokenizer, text, text_file, ids, bench, system;
-  bool json = false, no_special = false, skip_special = false, chat = false;
+  bool json = false, no_special = false, skip_special = false, chat = false, ids_only = false;
   int repeat = 3;
 };
 
@@ -120,6 +120,10 @@ void run(const TokenizeArgs& a) {
     text = render_chat(*fmt_, text, a.system.empty() ? std::nullopt : std::optional<std::string_view>(a.system));
   }
   const auto ids = tok->encode(text, !a.no_special);
+  if (a.ids_only) {
+    fmt::print("{}\n", fmt::join(ids, ","));
+    return;
+  }
   std::vector<std::string> tokens, pieces;
   for (int32_t id : ids) {
     tokens.push_back(tok->id_to_token(id).value_or(""));
@@ -154,6 +158,7 @@ void register_tokenize(CLI::App& app) {
   cmd->add_flag("--chat", a->chat, "wrap the text in the model's chat template first");
   cmd->add_option("--system", a->system, "with --chat: system message");
   cmd->add_flag("--json", a->json, "print one JSON object");
+  cmd->add_flag("--ids-only", a->ids_only, "print only the comma-separated ids");
   cmd->add_option("--bench", a->bench, "measure single-thread encode MB/s over this file (line by line)");
   cmd->add_option("--repeat", a->repeat, "with --bench: timed passes (best is reported)")->check(CLI::PositiveNumber);
   cmd->callback([a] { run(*a); });

@@ -61,7 +61,8 @@ void add_merge(TokenizerSpec& s, const json& vocab, const std::string& a, const 
     if (it == vocab.end()) fail("{}: merge '{} {}': token '{}' is not in the vocab", where, a, b, t);
     return static_cast<int32_t>(it->get<int64_t>());
   };
-  s.bpe->add_merge(id_of(a), id_of(b), id_of(a + b), rank);
+  const int32_t ia = id_of(a), ib = id_of(b), merged = id_of(a + b);  // in this order, for the message
+  s.bpe->add_merge(ia, ib, merged, rank);
 }
 
 void parse_merges_json(TokenizerSpec& s, const json& vocab, const json& merges, const std::string& where) {

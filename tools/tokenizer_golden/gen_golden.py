@@ -355,6 +355,52 @@ def build_dream_files(corpus):
 
 
 # ----------------------------------------------------------------------------------------------
+# Chat templates, rendered with jinja2 the way transformers' apply_chat_template does.
+
+# Dream-Instruct: the Qwen2.5 template (no-tools branch) with "You are a helpful assistant." (reference §2.4).
+QWEN_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}\n"
+    "    {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+    "{%- else %}\n"
+    "    {{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}\n"
+    "{%- endif %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "{%- endif %}\n")
+
+CHAT_CASES = [("What is 2+2?", None), ("  padded question \n\t", None), ("Hi", "You are terse."),
+              ("\u3000full-width space\u2003", " sys with spaces "), ("multi\nline\n\nquestion", None),
+              ("", None), ("\x1c\x1dsep\x1f", None), ("\u00a0nbsp\u0085", "\n"), ("emoji 😀", "système"),
+              ("<|eot_id|> inside", None)]
+
+
+def write_chat_golden():
+    try:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:
+        print("warning: jinja2 not installed; chat_golden.json not regenerated", file=sys.stderr)
+        return
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    with open(os.path.join(ROOT, "models", "dllmq-synth-tiny", "tokenizer_config.json")) as f:
+        llada_template = json.load(f)["chat_template"]  # LLaDA-8B-Instruct's template (reference §1.4)
+    cases = []
+    for user, system in CHAT_CASES:
+        msgs = ([{"role": "system", "content": system}] if system is not None else []) + \
+               [{"role": "user", "content": user}]
+        row = {"user": user, "system": system}
+        for name, tpl in (("llada", llada_template), ("qwen", QWEN_TEMPLATE)):
+            row[name] = env.from_string(tpl).render(messages=msgs, bos_token="<|startoftext|>",
+                                                    add_generation_prompt=True)
+        cases.append(row)
+    write_json(os.path.join(OUT, "chat_golden.json"), {"cases": cases})
+
+
+# ----------------------------------------------------------------------------------------------
 # Golden files
 
 
@@ -397,6 +443,7 @@ def main():
     write_json(os.path.join(OUT, "corpus.json"), {"strings": corpus})
     print(f"corpus: {len(corpus)} strings", file=sys.stderr)
     rng = random.Random(99)
+    write_chat_golden()
 
     def hf_golden(name, tok, file_rel, kind, roundtrip):
         enc = [tok.encode(s, add_special_tokens=False).ids for s in strs]
