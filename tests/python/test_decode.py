@@ -15,7 +15,12 @@ cache none/prefix/dual x schedule (quota, threshold 0.9, low threshold, LLaDA fa
 x one block / several blocks, run
     dllmq generate -m DIR --prompt-ids ... --gen-length N --block-length B --steps S
                    [--threshold T | --factor F] --cache C --alg ALG --kv fp32 --json
-and require token-exact and NFE-exact agreement with the reference.  Prompts are picked
+and require token-exact and NFE-exact agreement with the reference.  Further exact cases:
+edge cases (fewer masks than steps per block, block length 1 and 2, gen length 64), LLaDA
+cfg, --logits-eos-inf / --confidence-eos-eot-inf on a checkpoint that often predicts EOS/EoT,
+Dream block-mode quirks (steps per block 1, --alg ignored without threshold), Dream factor
+(extension), Dream global variants.  Stochastic paths (remasking random, temperature > 0,
+Dream origin / top-p) are checked for invariants only (no MASK left, NFE == steps).  Prompts are picked
 deterministically (first candidate seed whose reference run has every decision margin
 >= MARGIN: quota cut gaps, |conf - tau|, factor thresholds, top1-top2 logit gaps of the
 revealed positions, and no revealed mask token) so float32-vs-float64 noise cannot flip
@@ -102,9 +107,9 @@ def build_cases(arch):
     for cache in ("none", "prefix", "dual"):
         for blk_name, bl in (("1blk", GEN), ("4blk", 8)):
             nb = GEN // bl
-            # quota: 2 tokens per step
+            # quota: 12 steps -> uneven split (3,3,...,2,2) so the order of the quota matters
             cases.append(dict(name="%s/%s/%s/quota" % (arch, cache, blk_name), cache=cache, bl=bl,
-                              steps=GEN // 2, sched="quota"))
+                              steps=12, sched="quota"))
             for tau in (0.9, 0.5):
                 cases.append(dict(name="%s/%s/%s/thr%.2g" % (arch, cache, blk_name, tau), cache=cache, bl=bl,
                                   steps=8 if arch == "dream" else nb, threshold=tau, sched="threshold"))
