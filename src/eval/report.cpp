@@ -74,8 +74,14 @@ SampleScore sample_from_json(const nlohmann::json& j) {
 
 std::string summary_markdown(const nlohmann::json& summary) {
   std::string out = "| task | n | metric | value |\n|---|---|---|---|\n";
+  std::string stats;
   for (const auto& [k, v] : summary.items()) {
     if (k == "task" || k == "n" || v.is_object() || v.is_array() || v.is_string()) continue;
+    // Counts and timings go below the table; the rows are the metrics.
+    if (k.starts_with("n_") || k.starts_with("mean_") || k == "tokens_per_s" || k == "duplicates_dropped") {
+      stats += fmt::format("{}{} {}", stats.empty() ? "" : ", ", k, v.dump());
+      continue;
+    }
     const std::string val = v.is_null() ? "not computed" : fmt::format("{:.4f}", v.get<double>());
     out += fmt::format("| {} | {} | {} | {} |\n", summary["task"].get<std::string>(), summary["n"].get<size_t>(), k, val);
   }
@@ -89,6 +95,7 @@ std::string summary_markdown(const nlohmann::json& summary) {
     for (const auto& [st, c] : summary["status_counts"].items())
       out += fmt::format("| {} | {} | status {} | {} |\n", summary["task"].get<std::string>(),
                          summary["n"].get<size_t>(), st, c.get<size_t>());
+  if (!stats.empty()) out.append("\n").append(stats).append("\n");
   if (summary.contains("notes"))
     for (const auto& note : summary["notes"]) out += "\nnote: " + note.get<std::string>() + "\n";
   return out;
