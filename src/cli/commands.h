@@ -8,7 +8,9 @@ namespace dllmq::cli {
 void register_inspect(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_bench(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_grid(CLI::App& app);
 void register_tokenize(CLI::App& app);
 
 }  // namespace dllmq::cli

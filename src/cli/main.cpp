@@ -12,7 +12,9 @@ int main(int argc, char** argv) {
   dllmq::cli::register_inspect(app);
   dllmq::cli::register_logits(app);
   dllmq::cli::register_generate(app);
+  dllmq::cli::register_bench(app);
   dllmq::cli::register_eval(app);
+  dllmq::cli::register_grid(app);
   dllmq::cli::register_tokenize(app);
   try {
     app.parse(argc, argv);

@@ -89,6 +89,7 @@ class Decoder {
 
   GenerateResult run() {
     const auto t0 = std::chrono::steady_clock::now();
+    const double f0 = m_.flops_done();
     if (cfg_.arch == Arch::kDream && opt_.cache == CacheMode::kNone) {
       if (opt_.threshold || opt_.factor)
         dream_global_threshold();
@@ -105,6 +106,7 @@ class Decoder {
     r.kv_bytes = kv_peak_;
     r.kv_bytes_fp16 = kv_peak_fp16_;
     r.kv_store = store_ ? store_->name() : "none";
+    r.flops = m_.flops_done() - f0;
     return r;
   }
 

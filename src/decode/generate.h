@@ -66,6 +66,7 @@ struct GenerateResult {
   size_t kv_bytes = 0;          // peak bytes held by the KV store
   size_t kv_bytes_fp16 = 0;     // the same rows at fp16
   std::string kv_store;         // store name
+  double flops = 0.0;           // model FLOPs of the forwards run
 };
 
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,

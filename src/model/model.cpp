@@ -10,6 +10,7 @@
 namespace dllmq {
 
 std::unique_ptr<Model> Model::load(const std::string& dir) {
+  blas_use_one_thread();
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
   m->cfg_ = load_model_config(dir);
@@ -48,6 +49,10 @@ void Model::forward(const ForwardArgs& a, float* logits) {
     if (id < 0 || id >= cfg_.vocab_size) fail("token id {} at row {} outside the vocabulary [0, {})", id, i, cfg_.vocab_size);
     tensor_row_f32(*w_.embed, id, d, x_.data() + size_t(i) * d);
   }
+
+  int n_keys = n;
+  for (const PosRange& r : a.cached) n_keys += r.size();
+  flops_done_ += forward_flops(n, n_keys, a.logits.size());
 
   std::vector<StoredKvRows> stored;
   stored.reserve(a.cached.size());

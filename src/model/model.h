@@ -54,6 +54,8 @@ class Model {
   // Model FLOPs of one forward over `n` fresh rows attending to `n_keys` keys with `n_logits`
   // LM-head rows (2 per multiply-add), for benchmark reports.
   double forward_flops(int n, int n_keys, int n_logits) const;
+  // Model FLOPs of every forward run so far (benchmarks read differences of it).
+  double flops_done() const { return flops_done_; }
 
  private:
   Model() = default;
@@ -65,6 +67,7 @@ class Model {
   ModelWeights w_;
   RopeTable rope_{2, 10000.0};
   // Workspace, grown on demand and reused across forwards (no per-step allocation).
+  double flops_done_ = 0.0;
   int cap_ = 0;
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
 };

@@ -28,7 +28,8 @@ void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
   const int n_chunks = (nq + kQueryChunk - 1) / kQueryChunk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Work items: (kv head, query chunk); the heads of a group share the rows a source hands out.
-#pragma omp parallel
+  const bool par = double(nq) * nk * n_heads * hd > 1e6;
+#pragma omp parallel if (par)
   {
     thread_local std::vector<float> scores, kscr, vscr;
     const size_t want_s = size_t(kQueryChunk) * rep * nk;

@@ -1,6 +1,7 @@
 #include "ops/linear.h"
 
 #include <cblas.h>
+
 #include <omp.h>
 
 #include <algorithm>
@@ -23,29 +24,39 @@ void tensor_row_f32(const TensorView& t, int64_t row, int d, float* dst) {
   to_f32(t.dtype, base, dst, d);
 }
 
+void blas_use_one_thread() {
+  // All parallelism is ours (panels, heads): OpenBLAS threading inside small products only
+  // adds fork/join barriers, which stall badly when the cores are shared.
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 void linear(const float* x, int n, const Linear& l, float* y, int ldy) {
   if (ldy == 0) ldy = l.out;
   const int out = l.out, in = l.in;
-  if (l.w->dtype == DType::kF32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in,
-                static_cast<const float*>(l.w->data), in, 0.0f, y, ldy);
-  } else {
-    const int pr = panel_rows(in);
-    const int n_panels = (out + pr - 1) / pr;
-    const size_t esz = dtype_size(l.w->dtype);
-#pragma omp parallel
-    {
-      thread_local std::vector<float> panel;
-      if (panel.size() < size_t(pr) * in) panel.resize(size_t(pr) * in);
-      // Inside a parallel region OpenBLAS (openmp build) runs each sgemm single-threaded.
+  const int pr = panel_rows(in);
+  const int n_panels = (out + pr - 1) / pr;
+  const size_t esz = dtype_size(l.w->dtype);
+  const bool widen = l.w->dtype != DType::kF32;
+  // Small products stay on one thread: a parallel region costs more than it saves there.
+  const bool par = n_panels > 1 && double(n) * out * in > 4e6;
+#pragma omp parallel if (par)
+  {
+    thread_local std::vector<float> panel;
+    if (widen && panel.size() < size_t(pr) * in) panel.resize(size_t(pr) * in);
 #pragma omp for schedule(dynamic, 1)
-      for (int p = 0; p < n_panels; ++p) {
-        const int r0 = p * pr, rows = std::min(pr, out - r0);
-        to_f32(l.w->dtype, static_cast<const uint8_t*>(l.w->data) + size_t(r0) * in * esz,
-               panel.data(), size_t(rows) * in);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, in, 1.0f, x, in, panel.data(),
-                    in, 0.0f, y + r0, ldy);
+    for (int p = 0; p < n_panels; ++p) {
+      const int r0 = p * pr, rows = std::min(pr, out - r0);
+      const auto* src = static_cast<const uint8_t*>(l.w->data) + size_t(r0) * in * esz;
+      const float* w = reinterpret_cast<const float*>(src);
+      if (widen) {
+        to_f32(l.w->dtype, src, panel.data(), size_t(rows) * in);
+        w = panel.data();
       }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, in, 1.0f, x, in, w, in, 0.0f, y + r0, ldy);
     }
   }
   if (l.b != nullptr) {

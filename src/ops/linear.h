@@ -17,6 +17,9 @@ struct Linear {
 // x: [n, in] f32, y: [n, out] f32 (row stride `ldy`, default out).
 void linear(const float* x, int n, const Linear& l, float* y, int ldy = 0);
 
+// Makes BLAS calls single-threaded (the engine parallelises around them). Idempotent.
+void blas_use_one_thread();
+
 // Scalar reference twin (double accumulation) for tests.
 void linear_ref(const float* x, int n, const Linear& l, float* y);
 

@@ -5,7 +5,7 @@
 namespace dllmq {
 
 void rmsnorm(const float* x, int n, int d, const float* w, float eps, float* out) {
-#pragma omp parallel for schedule(static) if (n > 16)
+#pragma omp parallel for schedule(static) if (size_t(n) * d > (1u << 16))
   for (int i = 0; i < n; ++i) {
     const float* xi = x + size_t(i) * d;
     float* oi = out + size_t(i) * d;

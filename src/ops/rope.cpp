@@ -25,7 +25,7 @@ void RopeTable::reserve(int n) {
 void RopeTable::apply(float* x, int n, int n_heads, int pos0) const {
   assert(pos0 + n <= n_pos_);
   const int half = hd_ / 2;
-#pragma omp parallel for schedule(static) if (n * n_heads > 256)
+#pragma omp parallel for schedule(static) if (size_t(n) * n_heads * hd_ > (1u << 16))
   for (int r = 0; r < n; ++r) {
     const float* c = cos_.data() + size_t(pos0 + r) * half;
     const float* s = sin_.data() + size_t(pos0 + r) * half;

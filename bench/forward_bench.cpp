@@ -1,0 +1,111 @@
+// One LLaDA-8B-shaped layer (d_model 4096, 32 heads, MLP 12288, random bf16 weights) on 32 and
+// 512 tokens, next to the machine's f32 sgemm at the same shapes. Report the ratio
+// layer GFLOP/s / sgemm GFLOP/s measured in the same run.
+//   build/bench/forward_bench --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "ops/linear.h"
+#include "util/half.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kD = 4096, kHeads = 32, kMlp = 12288, kVocab = 256;
+
+// Writes a one-layer LLaDA checkpoint with 8B-shaped blocks into a temp dir (once per process).
+std::string make_checkpoint() {
+  static std::string dir;
+  if (!dir.empty()) return dir;
+  dir = (fs::temp_directory_path() / ("dllmq_bench_" + std::to_string(::getpid()))).string();
+  fs::create_directories(dir);
+  std::ofstream(dir + "/config.json") << "{\"model_type\":\"llada\",\"architectures\":[\"LLaDAModelLM\"],"
+                                         "\"block_type\":\"llama\",\"d_model\":4096,\"n_heads\":32,\"n_kv_heads\":32,"
+                                         "\"n_layers\":1,\"mlp_hidden_size\":12288,\"vocab_size\":256,"
+                                         "\"embedding_size\":256,\"rope_theta\":500000.0,\"rms_norm_eps\":1e-5,"
+                                         "\"mask_token_id\":255,\"eos_token_id\":254}";
+  struct T {
+    std::string name;
+    int64_t rows, cols;
+  };
+  const std::string b = "model.transformer.blocks.0.";
+  std::vector<T> ts = {{"model.transformer.wte.weight", kVocab, kD}, {b + "attn_norm.weight", kD, 0},
+                       {b + "q_proj.weight", kD, kD},                {b + "k_proj.weight", kD, kD},
+                       {b + "v_proj.weight", kD, kD},                {b + "attn_out.weight", kD, kD},
+                       {b + "ff_norm.weight", kD, 0},                {b + "ff_proj.weight", kMlp, kD},
+                       {b + "up_proj.weight", kMlp, kD},             {b + "ff_out.weight", kD, kMlp},
+                       {"model.transformer.ln_f.weight", kD, 0},     {"model.transformer.ff_out.weight", kVocab, kD}};
+  std::string header = "{";
+  size_t off = 0;
+  for (auto& t : ts) {
+    const size_t n = size_t(t.rows) * (t.cols ? t.cols : 1) * 2;
+    header += (header.size() > 1 ? "," : "") + ("\"" + t.name + "\":{\"dtype\":\"BF16\",\"shape\":[" +
+                                               std::to_string(t.rows) + (t.cols ? "," + std::to_string(t.cols) : "") +
+                                               "],\"data_offsets\":[" + std::to_string(off) + "," +
+                                               std::to_string(off + n) + "]}");
+    off += n;
+  }
+  header += "}";
+  std::ofstream f(dir + "/model.safetensors", std::ios::binary);
+  uint64_t hl = header.size();
+  f.write(reinterpret_cast<const char*>(&hl), 8);
+  f.write(header.data(), static_cast<std::streamsize>(header.size()));
+  std::mt19937 g(1);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<uint16_t> buf(1 << 20);
+  for (size_t written = 0; written < off;) {
+    const size_t n = std::min(buf.size(), (off - written) / 2);
+    for (size_t i = 0; i < n; ++i) buf[i] = dllmq::f32_to_bf16(nd(g));
+    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(n * 2));
+    written += n * 2;
+  }
+  return dir;
+}
+
+void BM_LayerForward(benchmark::State& st) {
+  static std::unique_ptr<dllmq::Model> m = dllmq::Model::load(make_checkpoint());
+  const int n = static_cast<int>(st.range(0));
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = i % 200;
+  dllmq::ForwardArgs a;
+  a.ids = ids;
+  m->forward(a, nullptr);  // warm the workspace and page in the weights
+  for (auto _ : st) m->forward(a, nullptr);
+  const double flops = m->forward_flops(n, n, 0);
+  st.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_LayerForward)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// f32 sgemm [n, 4096] x [4096, 4096]^T: the machine's BLAS ceiling for the projections.
+void BM_Sgemm(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0));
+  std::vector<float> x(size_t(n) * kD, 0.5f), w(size_t(kD) * kD, 0.25f), y(size_t(n) * kD);
+  openblas_set_num_threads(omp_get_max_threads());  // the library's own best: all cores
+  for (auto _ : st)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kD, kD, 1.0f, x.data(), kD, w.data(), kD, 0.0f, y.data(), kD);
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * kD * kD * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  dllmq::blas_use_one_thread();
+  openblas_set_num_threads(1);
+}
+BENCHMARK(BM_Sgemm)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  std::error_code ec;
+  fs::remove_all(make_checkpoint(), ec);
+  return 0;
+}
