@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up dllmq and runs the main job: the embedded default model answers a word problem with
+# Fast-dLLM dual-cache parallel decoding, redrawing the canvas as tokens are revealed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+PROMPT=${1:-"Mia has 23 marbles. She buys 14 more marbles. Then she gives away 9 marbles. How many marbles does Mia have now?"}
+exec build/dllmq generate --chat -p "$PROMPT" --cache dual --threshold 0.9 --show-steps
