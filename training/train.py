@@ -90,6 +90,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--stop-at", type=int, default=0, help="stop (and checkpoint) after this step; "
+                    "the lr schedule still uses --steps")
+    ap.add_argument("--no-bucket", action="store_true", help="uniform random batches, no length bucketing")
     ap.add_argument("--ckpt-every", type=int, default=250)
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--n-val-eval", type=int, default=200)
@@ -138,10 +141,14 @@ def main():
 
     model.train()
     run_loss, run_n, t_last = 0.0, 0, time.time()
-    while step < a.steps:
+    while step < min(a.steps, a.stop_at or a.steps):
         # batch indices and masks depend only on (seed, step): resuming reproduces the run
-        idx = batch_indices(train, step, a)
-        gen = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
+        if a.no_bucket:  # plain random batches (used for steps 1-250 of the shipped run)
+            gen = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
+            idx = torch.randint(len(train), (a.batch,), generator=gen).tolist()
+        else:
+            idx = batch_indices(train, step, a)
+            gen = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
         xt, x0, valid, masked, p_mask = make_batch(train, idx, sp, gen)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a)
@@ -173,7 +180,7 @@ def main():
             print(f"step {step} loss {run_loss / max(run_n, 1):.4f} lr {lr_at(step - 1, a):.2e} "
                   f"t {elapsed:.0f}s" + (f" val_em {val:.3f}" if val != "" else ""), flush=True)
             run_loss, run_n = 0.0, 0
-        if step % a.ckpt_every == 0 or step == a.steps:
+        if step % a.ckpt_every == 0 or step in (a.steps, a.stop_at):
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
                         "elapsed": elapsed, "config": cfg.__dict__}, ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)
