@@ -27,6 +27,9 @@ revealed positions, and no revealed mask token) so float32-vs-float64 noise cann
 a decision; the chosen seed and margin are printed.  On disagreement the first
 differing position is reported with the reference step that revealed it and its
 confidence.
+Every exact case also runs with --show-steps and requires the binary's per-step reveal
+counts (stderr lines "step I block B +K") to equal the reference's, threshold/factor steps
+to reveal >= 1 token each, and LLaDA quota steps to follow get_num_transfer_tokens.
 Exit code 0 iff all passed; last line "N passed, N failed".
 """
 import argparse
@@ -37,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 
+import re
+
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,6 +50,8 @@ import make_tiny_checkpoint as mk  # noqa: E402
 import ref_decode as rd  # noqa: E402
 import ref_forward as rf  # noqa: E402
 
+# `--show-steps` prints one line per revealing forward on stderr: "step I block B +K: ..."
+STEP_RE = re.compile(r"(?m)^step \d+ block \d+ \+(\d+)")
 MARGIN = 1e-4          # minimum decision margin (probability / neg-entropy / logit units)
 GEN = 32
 PROMPT_LEN = 7
@@ -354,13 +361,18 @@ def run_binary(dllmq, model_dir, prompt, case, timeout=300):
         cmd += ["--threshold", repr(case["threshold"])]
     if case.get("factor") is not None:
         cmd += ["--factor", repr(case["factor"])]
-    cmd += ["--cache", case["cache"], "--alg", case["alg"], "--kv", "fp32", "--json"] + case.get("extra", [])
+    cmd += ["--cache", case["cache"], "--alg", case["alg"], "--kv", "fp32", "--json", "--show-steps"]
+    cmd += case.get("extra", [])
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError("rc=%d cmd=%s stderr=%s" % (p.returncode, " ".join(cmd),
                                                        p.stderr.decode(errors="replace")[-400:]))
     out = p.stdout.decode()
-    return json.loads(out[out.find("{"):]), cmd
+    got = json.loads(out[out.find("{"):])
+    # zero-reveal forwards (e.g. Dream block mode's extra forward at block length 1) may or may not
+    # print a "+0" line; they are dropped on both sides
+    got["_step_reveals"] = [int(k) for k in STEP_RE.findall(p.stderr.decode(errors="replace")) if int(k) > 0]
+    return got, cmd
 
 
 def explain_diff(ref, got_tokens, prompt_len):
@@ -403,6 +415,22 @@ def compare_case(res, d, m, case, dllmq, verbose):
     if not (ok_t and ok_n):
         det += "; cmd: " + " ".join(cmd)
     res.check("bin/" + case["name"], ok_t and ok_n, det)
+    # per-step invariants on the binary's own step log (forwards that reveal nothing print no line)
+    steps = got.get("_step_reveals") or []
+    if not steps:
+        print("SKIP bin-steps/%s (no --show-steps lines on stderr)" % case["name"])
+        return
+    exp = [len(t["revealed"]) for t in ref["trace"] if t["revealed"]]
+    ok = steps == exp
+    det = "binary %s" % steps if ok else "binary %s vs reference %s" % (steps, exp)
+    if case.get("threshold") is not None or case.get("factor") is not None:
+        ok &= len(steps) == len([t for t in ref["trace"] if t["revealed"]]) and all(k >= 1 for k in steps)
+    if case.get("sched") == "quota" and m.arch == "llada":
+        nb = case.get("gen", GEN) // case["bl"]
+        q = [k for k in rd.num_transfer_tokens(case["bl"], case["steps"] // nb) * nb if k]
+        ok &= steps == q
+        det += " schedule %s" % q
+    res.check("bin-steps/" + case["name"], ok, det)
 
 
 def binary_checks(res, models, dllmq, verbose):
