@@ -45,7 +45,7 @@ const char* run_status_name(RunStatus s) {
 
 namespace {
 
-constexpr uid_t kSandboxUidBase = 61000;  // one unprivileged uid per worker slot (root only)
+constexpr uid_t kSandboxUidBase = 61000;  // unprivileged uids 61000..77383 (root only)
 constexpr int kNsFlags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID;
 
 // Runs `cmd` through the shell and returns its stdout (used once, to ask python for its paths).
@@ -143,7 +143,8 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
                                                   {"sanitize", sample.sanitize},
                                                   {"entry_point", sample.entry_point}}
                                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  const uid_t uid = kSandboxUidBase + static_cast<uid_t>(slot);
+  // Per process and worker, so concurrent dllmq runs do not share RLIMIT_NPROC accounting.
+  const uid_t uid = kSandboxUidBase + static_cast<uid_t>(getpid() % 256) * 64 + static_cast<uid_t>(slot % 64);
   if (root_) {
     chmod(dir.c_str(), 0700);
     for (const char* f : {"", "runner.py", "payload.json"})
@@ -307,7 +308,13 @@ std::vector<RunResult> Sandbox::run_all(const std::vector<CodeSample>& samples,
   auto work = [&](int slot) {
     for (size_t i; (i = next++) < samples.size();) {
       try {
-        out[i] = run_one(samples[i], slot);
+        // "error" means no verdict (python could not start, or died from a signal we did not
+        // send, e.g. under memory pressure): retry before reporting it.
+        for (int attempt = 0; attempt < 3; ++attempt) {
+          out[i] = run_one(samples[i], slot);
+          if (out[i].status != RunStatus::kError) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(200 * (attempt + 1)));
+        }
       } catch (...) {
         std::lock_guard lock(mu);
         if (!first_error) first_error = std::current_exception();

@@ -20,7 +20,8 @@
    opens on 127.0.0.1 and to 8.8.8.8), a file bigger than RLIMIT_FSIZE: each contained and
    reported while the samples around them still pass; no sandbox process survives.
 4. resume: a generation run (fake generator) killed with SIGKILL mid-way, a torn last line added,
-   then --resume: every sample exactly once; shards 0/2 + 1/2 merged equal the whole.
+   then --resume: every sample exactly once; shards 0/2 + 1/2 merged equal the whole; a 2-point
+   `dllmq grid` over the same fake generator.
 Data: $DLLMQ_SHARED_DATA or ../shared/data beside the repository; skipped (exit 0) if absent.
 The last line is "N passed, N failed"; the exit code is non-zero iff something failed.
 """
@@ -220,7 +221,7 @@ def sandbox_pids():
     pids = []
     for line in out.splitlines():
         f = line.split()
-        if len(f) >= 3 and 61000 <= int(f[0]) < 61100 and not f[2].startswith("Z"):
+        if len(f) >= 3 and 61000 <= int(f[0]) < 61000 + 256 * 64 and not f[2].startswith("Z"):
             pids.append((int(f[1]), f[3] if len(f) > 3 else ""))
     return pids
 
@@ -344,6 +345,17 @@ def test_resume(c):
     p = subprocess.run([c.bin, "eval", "merge", shard_dir, "--json"], capture_output=True, text=True)
     m = json.loads(p.stdout) if p.returncode == 0 else {}
     check(m.get("n") == 40 and m.get("flexible_extract") == 1.0, "shards 0/2 + 1/2 merged: n=%s" % m.get("n"))
+
+    grid_dir = c.path("grid_run")
+    subprocess.run(["rm", "-rf", grid_dir])
+    cfg = {"out": grid_dir, "tasks": [{"task": "gsm8k", "data": gs_path, "limit": 5}],
+           "grid": {"fake-delay-ms": [0, 5]}, "args": ["--fake-responses", answers]}
+    with open(c.path("grid.json"), "w") as f:
+        json.dump(cfg, f)
+    p = subprocess.run([c.bin, "grid", "--config", c.path("grid.json")], capture_output=True, text=True)
+    g = json.load(open(os.path.join(grid_dir, "grid.json"))) if p.returncode == 0 else []
+    check(len(g) == 2 and all(r["summary"]["n"] == 5 and r["summary"]["strict_match"] == 1.0 for r in g),
+          "grid: 2 points x 1 task, each a finished run (%s)" % p.stderr.strip()[-200:])
 
 
 def main():
