@@ -59,8 +59,14 @@ void run(const Args& a) {
 
   const bool tty = isatty(STDERR_FILENO);
   size_t printed = 0;  // bytes of answer text already streamed
+  nlohmann::json reveal_steps = nlohmann::json::array();  // positions revealed at each step
+  nlohmann::json step_blocks = nlohmann::json::array();   // block index of each step
   int streamed_blocks = 0;
   auto on_step = [&](const StepInfo& s) {
+    if (a.json) {
+      reveal_steps.push_back(std::vector<int>(s.revealed.begin(), s.revealed.end()));
+      step_blocks.push_back(s.block);
+    }
     if (a.show_steps) draw_canvas(codec, s, cfg.mask_id, tty);
     if (a.json || a.show_steps || !codec.available()) return;
     // Stream the answer as blocks complete: print what the completed prefix decodes to.
@@ -91,6 +97,8 @@ void run(const Args& a) {
                         {"kv_bytes_fp16", r.kv_bytes_fp16}, {"kv_store", r.kv_store},
                         {"prompt_tokens", prompt.size()},   {"peak_rss_bytes", peak_rss_bytes()}};
     if (codec.available()) j["text"] = text;
+    j["reveal_steps"] = std::move(reveal_steps);
+    j["step_blocks"] = std::move(step_blocks);
     std::puts(j.dump().c_str());
     return;
   }

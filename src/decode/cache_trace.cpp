@@ -26,9 +26,9 @@ class RecomputeObserver final : public LayerObserver {
  public:
   RecomputeObserver(const KvStore& store, const std::vector<PosRange>& cached,
                     const std::vector<std::vector<float>>& attn, int q0, int q1, const ModelConfig& cfg,
-                    std::FILE* out, int block, int step)
+                    std::FILE* out, int block, int step, int nfe)
       : store_(store), cached_(cached), attn_(attn), q0_(q0), q1_(q1), cfg_(cfg), out_(out),
-        block_(block), step_(step) {}
+        block_(block), step_(step), nfe_(nfe) {}
 
   void on_layer(int layer, int pos0, int n, const float* k_rot, const float* v, const float* a) override {
     const int hd = cfg_.head_dim, kvd = cfg_.kv_dim(), qd = cfg_.n_heads * hd;
@@ -54,9 +54,9 @@ class RecomputeObserver final : public LayerObserver {
     for (int p = q0_; p < q1_; ++p)
       for (int t = 0; t < qd; ++t) ea.add(mine[size_t(p - q0_) * qd + t], a[size_t(p - pos0) * qd + t]);
     fmt::print(out_,
-               "{{\"step\": {}, \"block\": {}, \"layer\": {}, \"cached_rows\": {}, \"query_rows\": {}, "
+               "{{\"nfe\": {}, \"step\": {}, \"block\": {}, \"layer\": {}, \"cached_rows\": {}, \"query_rows\": {}, "
                "\"k_rel_err\": {:.6e}, \"v_rel_err\": {:.6e}, \"attn_rel_err\": {:.6e}}}\n",
-               step_, block_, layer, rows, q1_ - q0_, ek.rel(), ev.rel(), ea.rel());
+               nfe_, step_, block_, layer, rows, q1_ - q0_, ek.rel(), ev.rel(), ea.rel());
   }
 
  private:
@@ -66,7 +66,7 @@ class RecomputeObserver final : public LayerObserver {
   int q0_, q1_;
   const ModelConfig& cfg_;
   std::FILE* out_;
-  int block_, step_;
+  int block_, step_, nfe_;
 };
 
 }  // namespace
@@ -87,8 +87,8 @@ void CacheTracer::CachedAttn::on_layer(int layer, int, int n, const float*, cons
 }
 
 void CacheTracer::finish_step(Model& m, std::span<const int32_t> canvas, const KvStore& store,
-                              const std::vector<PosRange>& cached, int q0, int q1, int block, int step) {
-  RecomputeObserver obs(store, cached, cached_.attn, q0, q1, m.config(), out_, block, step);
+                              const std::vector<PosRange>& cached, int q0, int q1, int block, int step, int nfe) {
+  RecomputeObserver obs(store, cached, cached_.attn, q0, q1, m.config(), out_, block, step, nfe);
   ForwardArgs f;
   f.ids = canvas;
   f.observer = &obs;

@@ -1,7 +1,8 @@
 // Cache-reuse error tracing: at every cached step, also run the full recompute and write, per
 // layer, the relative L2 error of the reused K and V rows (as held in the store) and of the
 // attention output of the step's query rows. This is the error that exists before any
-// quantization (METHODS.md §0). One JSON object per (step, layer) line.
+// quantization (METHODS.md §0). One JSON object per (forward, layer) line; `step` counts the
+// reveal steps completed before that forward, `nfe` numbers the forward.
 #pragma once
 
 #include <cstdio>
@@ -26,7 +27,7 @@ class CacheTracer {
 
   // Runs the full recompute over `canvas` and writes the errors of this step.
   void finish_step(Model& m, std::span<const int32_t> canvas, const KvStore& store,
-                   const std::vector<PosRange>& cached, int q0, int q1, int block, int step);
+                   const std::vector<PosRange>& cached, int q0, int q1, int block, int step, int nfe);
 
  private:
   struct CachedAttn final : LayerObserver {

@@ -162,7 +162,7 @@ class Decoder {
     float* out = logits_for(f.logits.size());
     m_.forward(f, out);
     ++nfe_;
-    if (tracer_) tracer_->finish_step(m_, x_, *store_, cached, q0, q1, block, steps_);
+    if (tracer_) tracer_->finish_step(m_, x_, *store_, cached, q0, q1, block, steps_, nfe_);
     return out;
   }
 
