@@ -22,6 +22,8 @@
 4. resume: a generation run (fake generator) killed with SIGKILL mid-way, a torn last line added,
    then --resume: every sample exactly once; shards 0/2 + 1/2 merged equal the whole; a 2-point
    `dllmq grid` over the same fake generator.
+5. generation: `dllmq eval -m` on a random tiny LLaDA (tools/make_tiny_checkpoint.py) with the
+   repository tokenizer, base and --chat, checks the per-sample records (wiring only).
 Data: $DLLMQ_SHARED_DATA or ../shared/data beside the repository; skipped (exit 0) if absent.
 The last line is "N passed, N failed"; the exit code is non-zero iff something failed.
 """
@@ -358,12 +360,45 @@ def test_resume(c):
           "grid: 2 points x 1 task, each a finished run (%s)" % p.stderr.strip()[-200:])
 
 
+def test_generation(c):
+    """Generation wiring: a random tiny LLaDA with the repository's tokenizer, real decoder."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    tok_dir = os.path.join(ROOT, "models", "dllmq-synth-tiny")
+    if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
+        print("      skip generation: no models/dllmq-synth-tiny/tokenizer.json")
+        return
+    import shutil
+    import make_tiny_checkpoint as mk
+    model = c.path("tiny_llada")
+    shutil.rmtree(model, ignore_errors=True)
+    tok = json.load(open(os.path.join(tok_dir, "tokenizer.json")))
+    added = {a["content"]: a["id"] for a in tok["added_tokens"]}
+    vocab = max(max(tok["model"]["vocab"].values()), max(added.values())) + 1
+    mk.make_checkpoint("llada", model, seed=5, vocab=vocab, mask_id=added["<|mdm_mask|>"],
+                       eos_id=added["<|endoftext|>"])
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(tok_dir, f), model)
+    he_path = os.path.join(c.data, "humaneval", "HumanEval.jsonl.gz")
+    for chat in (False, True):
+        run_dir = c.path("gen_run_chat" if chat else "gen_run")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        argv = [c.bin, "eval", "--task", "humaneval", "--data", he_path, "-m", model, "--out", run_dir,
+                "--limit", "2", "--gen-length", "32", "--block-length", "32", "--steps", "4", "--json"]
+        p = subprocess.run(argv + (["--chat"] if chat else []), capture_output=True, text=True, timeout=600)
+        rows = read_jsonl(os.path.join(run_dir, "samples.jsonl")) if p.returncode == 0 else []
+        ok = (len(rows) == 2 and all(r["nfe"] == 4 and r["steps"] == 4 and r["prompt_tokens"] > 0 and
+                                     r["gen_s"] > 0 and isinstance(r["response"], str) and
+                                     r["status"] in ("passed", "failed", "timeout") for r in rows))
+        check(ok, "generation run (tiny random LLaDA%s): 2 samples with NFE 4, timings, sandbox verdicts (%s)" %
+              (", --chat" if chat else "", p.stderr.strip()[-300:] if p.returncode else "ok"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dllmq", default=os.path.join(ROOT, "build", "dllmq"))
     ap.add_argument("--workdir", default="/tmp/dllmq_test_eval")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--only", default="gold,prompts,sandbox,resume")
+    ap.add_argument("--only", default="gold,prompts,sandbox,resume,generation")
     args = ap.parse_args()
     data = find_data()
     if data is None:
@@ -371,7 +406,8 @@ def main():
         print("0 passed, 0 failed")
         return 0
     c = Ctx(args, data)
-    tests = {"gold": test_gold, "prompts": test_prompts, "sandbox": test_sandbox, "resume": test_resume}
+    tests = {"gold": test_gold, "prompts": test_prompts, "sandbox": test_sandbox, "resume": test_resume,
+             "generation": test_generation}
     for name in args.only.split(","):
         t0 = time.time()
         try:
