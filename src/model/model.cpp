@@ -54,9 +54,9 @@ void Model::forward(const ForwardArgs& a, float* logits) {
   for (const PosRange& r : a.cached) n_keys += r.size();
   flops_done_ += forward_flops(n, n_keys, a.logits.size());
 
-  std::vector<StoredKvRows> stored;
+  std::vector<StoredKvRows> stored;  // a handful of ranges; tiny
   stored.reserve(a.cached.size());
-  std::vector<const KvRowSource*> sources;
+  sources_.clear();
   for (int l = 0; l < cfg_.n_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
     rmsnorm(x_.data(), n, d, L.attn_norm.data(), cfg_.rms_eps, h_.data());
@@ -72,7 +72,7 @@ void Model::forward(const ForwardArgs& a, float* logits) {
     rope_.apply(k_.data(), n, nkv, a.pos0);
 
     stored.clear();
-    sources.clear();
+    sources_.clear();
     for (const PosRange& r : a.cached) stored.emplace_back(*a.store, l, r);
     FreshKvRows fresh(k_.data(), v_.data(), n, kvd, hd);
     // Keys in canvas order; softmax does not care, but it keeps summation order close to the
@@ -80,13 +80,13 @@ void Model::forward(const ForwardArgs& a, float* logits) {
     bool fresh_added = false;
     for (size_t i = 0; i < stored.size(); ++i) {
       if (!fresh_added && a.cached[i].begin > a.pos0) {
-        sources.push_back(&fresh);
+        sources_.push_back(&fresh);
         fresh_added = true;
       }
-      sources.push_back(&stored[i]);
+      sources_.push_back(&stored[i]);
     }
-    if (!fresh_added) sources.push_back(&fresh);
-    attention(q_.data(), n, nh, nkv, hd, sources, att_.data());  // [n, nh*hd]
+    if (!fresh_added) sources_.push_back(&fresh);
+    attention(q_.data(), n, nh, nkv, hd, sources_, att_.data());  // [n, nh*hd]
     if (a.observer) a.observer->on_layer(l, a.pos0, n, k_.data(), v_.data(), att_.data());
 
     linear(att_.data(), n, L.o, h_.data());

@@ -70,6 +70,7 @@ class Model {
   double flops_done_ = 0.0;
   int cap_ = 0;
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
+  std::vector<const KvRowSource*> sources_;
 };
 
 }  // namespace dllmq
