@@ -1,6 +1,7 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
+#include <cstring>
 #include <queue>
 
 namespace dllmq {
@@ -8,8 +9,6 @@ namespace dllmq {
 namespace {
 constexpr uint32_t kNoRank = ~0u;
 constexpr size_t kSmallWord = 40;         // linear scans beat a heap below this many symbols
-constexpr size_t kMaxCachedPiece = 64;    // longer pieces are rare and not worth caching
-constexpr size_t kMaxCacheIds = 1 << 22;  // cache is cleared when it grows past this
 }  // namespace
 
 void BpeModel::PairMap::reserve(size_t n) {
@@ -248,13 +247,17 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
     else if (unk_) out.push_back(*unk_);
     return;
   }
-  const bool cacheable = bytes.size() <= kMaxCachedPiece;
+  const bool cacheable = bytes.size() <= kCacheKey;
+  uint64_t h = 0;
+  CacheEntry* slot = nullptr;
   if (cacheable) {
+    h = hash_bytes(bytes);
     std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(bytes);
-    if (it != cache_.end()) {
-      out.insert(out.end(), cache_ids_.begin() + it->second.first,
-                 cache_ids_.begin() + it->second.first + it->second.second);
+    if (cache_.empty()) cache_.resize(kCacheSlots);
+    slot = &cache_[h & (kCacheSlots - 1)];
+    if (slot->key_len == bytes.size() && slot->tag == static_cast<uint32_t>(h >> 32) &&
+        std::memcmp(slot->key, bytes.data(), bytes.size()) == 0) {
+      out.insert(out.end(), slot->ids, slot->ids + slot->n_ids);
       return;
     }
   }
@@ -279,15 +282,14 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
     else merge_large(syms);
     out.insert(out.end(), syms.begin(), syms.end());
   }
-  if (cacheable) {
+  const size_t n = out.size() - start;
+  if (cacheable && n <= kCacheIds) {
     std::lock_guard<std::mutex> lock(cache_mu_);
-    if (cache_ids_.size() > kMaxCacheIds) {
-      cache_.clear();
-      cache_ids_.clear();
-    }
-    const uint32_t off = static_cast<uint32_t>(cache_ids_.size());
-    cache_ids_.insert(cache_ids_.end(), out.begin() + start, out.end());
-    cache_.emplace(std::string(bytes), std::make_pair(off, static_cast<uint32_t>(out.size() - start)));
+    slot->tag = static_cast<uint32_t>(h >> 32);
+    slot->key_len = static_cast<uint8_t>(bytes.size());
+    slot->n_ids = static_cast<uint8_t>(n);
+    std::memcpy(slot->key, bytes.data(), bytes.size());
+    std::memcpy(slot->ids, out.data() + start, n * sizeof(int32_t));
   }
 }
 

@@ -85,10 +85,18 @@ class BpeModel {
   bool ignore_merges_ = false;
   std::optional<int32_t> unk_;
 
-  // Per-piece cache: most words repeat. Guarded for concurrent encode() calls.
+  // Per-piece cache: most words repeat. Direct-mapped, one 64-byte line per entry, so a lookup is one
+  // memory access; a colliding piece simply replaces the old one. Guarded for concurrent encode() calls.
+  struct CacheEntry {
+    uint32_t tag = 0;     // hash bits; with key_len 0 the entry is empty
+    uint8_t key_len = 0;  // 1..kCacheKey
+    uint8_t n_ids = 0;
+    char key[22];
+    int32_t ids[9];
+  };
+  static constexpr size_t kCacheKey = 22, kCacheIds = 9, kCacheSlots = 1 << 16;
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, StringHash, std::equal_to<>> cache_;
-  mutable std::vector<int32_t> cache_ids_;
+  mutable std::vector<CacheEntry> cache_;
 };
 
 }  // namespace dllmq

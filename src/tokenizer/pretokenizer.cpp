@@ -69,9 +69,9 @@ class SplitPre : public PreTokenizer {
       : re_(pattern, where, literal), behavior_(b), invert_(invert) {}
 
   void apply(std::string& buf, std::vector<Piece>& pieces) const override {
-    std::vector<Piece> out;
-    out.reserve(pieces.size() * 4);
-    std::vector<Span> spans;
+    thread_local std::vector<Piece> out;  // scratch, reused across calls
+    thread_local std::vector<Span> spans;
+    out.clear();
     for (const Piece& p : pieces) {
       spans.clear();
       uint32_t prev = p.off;

@@ -135,7 +135,8 @@ def main():
     corpus_path = os.path.join(args.workdir, "corpus.txt")
     text = build_corpus(corpus_path, int(args.mb * 1e6))
     nbytes = len(text.encode())
-    lines = text.splitlines(keepends=True)
+    lines = text.split("\n")  # the same lines dllmq --bench encodes (str.splitlines also cuts at \r, \x1c, ...)
+    lines = [l + "\n" for l in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
     print(f"corpus {corpus_path}: {nbytes} bytes, {len(lines)} lines")
 
     rank_path = os.path.join(SHARED, "tokenizers", "qwen", "qwen.tiktoken")
