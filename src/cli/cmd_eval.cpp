@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <cstdio>
 #include <thread>
 
@@ -78,7 +79,9 @@ void print_summary(const nlohmann::json& s, bool json) {
 void score_only(const Args& a, const Task& task, const ScoreEnv& env_in) {
   ScoreEnv env = env_in;
   std::unique_ptr<Progress> p;
+  std::mutex mu;  // code tasks report from the sandbox worker threads
   env.on_progress = [&](size_t done, size_t total) {
+    std::lock_guard lock(mu);
     if (!p) p = std::make_unique<Progress>(task.name(), total);
     p->update(done);
   };

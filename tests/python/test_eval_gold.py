@@ -24,6 +24,8 @@
    `dllmq grid` over the same fake generator.
 5. generation: `dllmq eval -m` on a random tiny LLaDA (tools/make_tiny_checkpoint.py) with the
    repository tokenizer, base and --chat, checks the per-sample records (wiring only).
+6. sympy: tools/eval/math_equiv.py verdicts and exact_match_sympy through the CLI, when
+   --sympy-python has sympy + antlr4 4.11 (skipped otherwise).
 Data: $DLLMQ_SHARED_DATA or ../shared/data beside the repository; skipped (exit 0) if absent.
 The last line is "N passed, N failed"; the exit code is non-zero iff something failed.
 """
@@ -75,6 +77,7 @@ class Ctx:
         self.work = os.path.abspath(args.workdir)
         self.data = data
         self.workers = str(args.workers)
+        self.sympy_python = args.sympy_python
         os.makedirs(self.work, exist_ok=True)
 
     def path(self, *p):
@@ -360,6 +363,28 @@ def test_resume(c):
           "grid: 2 points x 1 task, each a finished run (%s)" % p.stderr.strip()[-200:])
 
 
+def test_sympy(c):
+    """tools/eval/math_equiv.py on its own (needs sympy + antlr4-python3-runtime 4.11)."""
+    helper = os.path.join(ROOT, "tools", "eval", "math_equiv.py")
+    py = c.sympy_python
+    p = subprocess.run([py, helper, "--check"], capture_output=True, text=True)
+    if p.returncode != 0:
+        print("      skip sympy helper (%s): %s" % (py, p.stderr.strip()[-150:]))
+        return
+    pairs = [("\\frac{1}{2}", "0.5", True), ("x+1", "1+x", True), ("2", "3", False),
+             ("\\sqrt{8}", "2\\sqrt{2}", True), ("[invalidanswer]", "3", False), ("(2,5)", "(2,5)", False)]
+    inp = "".join(json.dumps({"a": a, "b": b}) + "\n" for a, b, _ in pairs)
+    p = subprocess.run([py, helper], input=inp, capture_output=True, text=True, timeout=300)
+    got = [json.loads(x)["equiv"] for x in p.stdout.splitlines()]
+    check(got == [e for _, _, e in pairs], "sympy helper: minerva is_equiv verdicts %s" % got)
+    resp = c.path("sympy_resp.jsonl")
+    write_jsonl(resp, [{"task_id": 0, "response": "Final Answer: The final answer is $0.5$. I hope it is correct."}])
+    q = c.run("--task", "math", "--data", os.path.join(c.data, "math", "test.jsonl"), "--responses", resp, "--json",
+              "--python", py)
+    s = json.loads(q.stdout)
+    check(s["exact_match_sympy"] is not None, "math exact_match_sympy computed through the helper (%s)" % s)
+
+
 def test_generation(c):
     """Generation wiring: a random tiny LLaDA with the repository's tokenizer, real decoder."""
     sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -398,7 +423,9 @@ def main():
     ap.add_argument("--dllmq", default=os.path.join(ROOT, "build", "dllmq"))
     ap.add_argument("--workdir", default="/tmp/dllmq_test_eval")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--only", default="gold,prompts,sandbox,resume,generation")
+    ap.add_argument("--only", default="gold,prompts,sandbox,resume,generation,sympy")
+    ap.add_argument("--sympy-python", default="/usr/bin/python3",
+                    help="interpreter with sympy + antlr4 4.11 for the sympy helper check")
     args = ap.parse_args()
     data = find_data()
     if data is None:
@@ -407,7 +434,7 @@ def main():
         return 0
     c = Ctx(args, data)
     tests = {"gold": test_gold, "prompts": test_prompts, "sandbox": test_sandbox, "resume": test_resume,
-             "generation": test_generation}
+             "generation": test_generation, "sympy": test_sympy}
     for name in args.only.split(","):
         t0 = time.time()
         try:
