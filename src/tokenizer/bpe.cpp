@@ -247,7 +247,7 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
     else if (unk_) out.push_back(*unk_);
     return;
   }
-  const bool cacheable = bytes.size() <= kCacheKey;
+  const bool cacheable = cache_enabled_ && bytes.size() <= kCacheKey;
   uint64_t h = 0;
   CacheEntry* slot = nullptr;
   if (cacheable) {

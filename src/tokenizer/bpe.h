@@ -32,6 +32,8 @@ class BpeModel {
   // HF ignore_merges (and tiktoken always): a piece that is itself a token is emitted whole.
   void set_ignore_merges(bool v) { ignore_merges_ = v; }
   void set_unk(std::optional<int32_t> unk) { unk_ = unk; }
+  // The per-piece cache (on by default); off only to measure raw merging speed.
+  void set_cache_enabled(bool v) { cache_enabled_ = v; }
   // Call once after the last add_token, before encoding.
   void finalize();
 
@@ -83,6 +85,7 @@ class BpeModel {
   PairMap pairs_;
   size_t n_tokens_ = 0, n_merges_ = 0;
   bool ignore_merges_ = false;
+  bool cache_enabled_ = true;
   std::optional<int32_t> unk_;
 
   // Per-piece cache: most words repeat. Direct-mapped, one 64-byte line per entry, so a lookup is one

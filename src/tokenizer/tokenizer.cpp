@@ -100,13 +100,13 @@ void split_added(std::string_view text, const AddedMatcher& m, std::vector<Segme
 Tokenizer::Tokenizer(std::unique_ptr<TokenizerSpec> spec) : s_(std::move(spec)) {
   s_->bpe->finalize();
   for (size_t i = 0; i < s_->added.size(); ++i) s_->added_index.emplace(s_->added[i].id, i);
-  const bool has_norm = !s_->normalizers.empty();
   for (int allow = 0; allow < 2; ++allow)
     for (int pass = 0; pass < 2; ++pass) {
       auto m = std::make_shared<AddedMatcher>();
       for (const AddedToken& t : s_->added) {
         if (!allow && t.special) continue;
-        if ((t.normalized && has_norm) != (pass == 1) || t.content.empty()) continue;
+        // HF matches normalized=false tokens on the raw text first, the others after normalizing.
+        if (t.normalized != (pass == 1) || t.content.empty()) continue;
         m->by_byte[static_cast<unsigned char>(t.content[0])].push_back(&t);
         m->empty = false;
       }
@@ -151,7 +151,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input, bool allow_specia
       continue;
     }
     std::string_view seg = text.substr(sg.b, sg.e - sg.b);
-    if (s_->normalizers.empty()) {
+    if (norm_toks.empty && s_->normalizers.empty()) {
       encode_text(seg);
       continue;
     }
@@ -224,6 +224,8 @@ size_t Tokenizer::vocab_size() const {
   for (const AddedToken& t : s_->added) m = std::max(m, t.id);
   return static_cast<size_t>(m + 1);
 }
+
+void Tokenizer::set_cache_enabled(bool on) { s_->bpe->set_cache_enabled(on); }
 
 const std::string& Tokenizer::source() const { return s_->source; }
 

@@ -46,6 +46,8 @@ class Tokenizer {
   const std::vector<AddedToken>& added_tokens() const;
   // One past the largest id (model or added).
   size_t vocab_size() const;
+  // Turns the per-word cache off (benchmarking raw BPE speed); not thread-safe against encode().
+  void set_cache_enabled(bool on);
   // The file(s) it was loaded from, for messages.
   const std::string& source() const;
 

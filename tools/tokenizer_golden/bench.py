@@ -118,9 +118,9 @@ def dllmq_ids(exe, tok, path):
     return [int(x) for x in out.split(",")] if out else []
 
 
-def dllmq_bench(exe, tok, path, repeat):
-    out = subprocess.run([exe, "tokenize", "--tokenizer", tok, "--bench", path, "--repeat", str(repeat), "--json"],
-                         check=True, capture_output=True, text=True).stdout
+def dllmq_bench(exe, tok, path, repeat, cache=True):
+    out = subprocess.run([exe, "tokenize", "--tokenizer", tok, "--bench", path, "--repeat", str(repeat), "--json"] +
+                         ([] if cache else ["--no-cache"]), check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 
@@ -166,29 +166,42 @@ def main():
     if synth:
         synth.encode_special_tokens = False
 
+    # Each row: (encoder, seconds by line, seconds whole corpus as one string).
     rows = []
-    t = best_of(lambda: hf.encode_batch(lines, add_special_tokens=False), args.repeat)
-    rows.append(("tokenizers " + tokenizers.__version__ + " (qwen json, 1 thread, encode_batch)", t))
-    t = best_of(lambda: tk.encode_ordinary_batch(lines, num_threads=1), args.repeat)
-    rows.append(("tiktoken " + tiktoken.__version__ + " (qwen.tiktoken, 1 thread, encode_ordinary_batch)", t))
-    for name, path in (("dllmq (qwen.tiktoken)", rank_path), ("dllmq (qwen json)", tj_path)):
-        r = dllmq_bench(args.dllmq, path, corpus_path, args.repeat)
-        rows.append((name, r["best_seconds"]))
+    hf_lines = best_of(lambda: hf.encode_batch(lines, add_special_tokens=False), args.repeat)
+    hf_whole = best_of(lambda: hf.encode(text, add_special_tokens=False), args.repeat)
+    rows.append((f"tokenizers {tokenizers.__version__} (qwen json)", hf_lines, hf_whole))
+    tk_lines = best_of(lambda: tk.encode_ordinary_batch(lines, num_threads=1), args.repeat)
+    tk_whole = best_of(lambda: tk.encode_ordinary(text), args.repeat)
+    rows.append((f"tiktoken {tiktoken.__version__} (qwen.tiktoken)", tk_lines, tk_whole))
+    for name, path, cache in (("dllmq (qwen.tiktoken)", rank_path, True), ("dllmq (qwen json)", tj_path, True),
+                              ("dllmq (qwen.tiktoken, word cache off)", rank_path, False)):
+        r = dllmq_bench(args.dllmq, path, corpus_path, args.repeat, cache)
+        rows.append((name, r["lines_seconds"], r["whole_seconds"]))
     if synth:
-        t = best_of(lambda: synth.encode_batch(lines, add_special_tokens=False), args.repeat)
-        rows.append(("tokenizers (synth-tiny json, LLaDA form)", t))
-        rows.append(("dllmq (synth-tiny json)", dllmq_bench(args.dllmq, synth_path, corpus_path, args.repeat)["best_seconds"]))
-    print(f"\n{'encoder':<78} {'s':>7} {'MB/s':>8}")
-    for name, t in rows:
-        print(f"{name:<78} {t:7.3f} {nbytes / t / 1e6:8.2f}")
-    by = dict(rows)
-    hf_t, tk_t = rows[0][1], rows[1][1]
-    print(f"\nratio dllmq(qwen.tiktoken) / tokenizers: {hf_t / by['dllmq (qwen.tiktoken)']:.2f}x, "
-          f"/ tiktoken: {tk_t / by['dllmq (qwen.tiktoken)']:.2f}x")
-    print(f"ratio dllmq(qwen json) / tokenizers: {hf_t / by['dllmq (qwen json)']:.2f}x")
+        rows.append(("tokenizers (synth-tiny json, LLaDA form)",
+                     best_of(lambda: synth.encode_batch(lines, add_special_tokens=False), args.repeat),
+                     best_of(lambda: synth.encode(text, add_special_tokens=False), args.repeat)))
+        r = dllmq_bench(args.dllmq, synth_path, corpus_path, args.repeat)
+        rows.append(("dllmq (synth-tiny json)", r["lines_seconds"], r["whole_seconds"]))
+    mb = nbytes / 1e6
+    print(f"\nsingle thread, best of {args.repeat} passes after a warm-up; MB/s of UTF-8 input")
+    print(f"{'encoder':<42} {'by line':>10} {'whole':>10}")
+    for name, tl, tw in rows:
+        print(f"{name:<42} {mb / tl:10.2f} {mb / tw:10.2f}")
+    by = {name: (tl, tw) for name, tl, tw in rows}
+
+    def ratio(num, den):
+        return f"{by[num][0] / by[den][0]:.1f}x by line, {by[num][1] / by[den][1]:.1f}x whole"
+
+    hf_name, tk_name = rows[0][0], rows[1][0]
+    print(f"\ndllmq (qwen.tiktoken) vs tokenizers: {ratio(hf_name, 'dllmq (qwen.tiktoken)')}")
+    print(f"dllmq (qwen.tiktoken) vs tiktoken:   {ratio(tk_name, 'dllmq (qwen.tiktoken)')}")
+    print(f"dllmq (qwen json) vs tokenizers:     {ratio(hf_name, 'dllmq (qwen json)')}")
+    print(f"dllmq, word cache off, vs tiktoken:  {ratio(tk_name, 'dllmq (qwen.tiktoken, word cache off)')}")
     if synth:
-        print(f"ratio dllmq(synth json) / tokenizers(synth json): "
-              f"{rows[-2][1] / rows[-1][1]:.2f}x")
+        print(f"dllmq vs tokenizers (synth json):    "
+              f"{ratio('tokenizers (synth-tiny json, LLaDA form)', 'dllmq (synth-tiny json)')}")
 
 
 if __name__ == "__main__":
