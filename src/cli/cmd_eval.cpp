@@ -164,8 +164,21 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
   print_summary(summary, a.json);
 }
 
-void run(const Args& a) {
-  if (a.task.empty()) fail("--task is required (gsm8k, math, humaneval, mbpp)");
+// `--task synth` is the embedded model's own task: its test set, the embedded model and its chat
+// format are the defaults, and a run directory is named when none is given.
+Args with_synth_defaults(Args a) {
+  if (a.task != "synth") return a;
+  if (a.data.empty()) a.data = repo_path("data/synth/test.jsonl");
+  if (a.responses.empty() && a.model.empty() && a.fake_responses.empty()) a.model = default_model_dir();
+  if (!a.model.empty() && a.out.empty())
+    a.out = fmt::format("runs/synth-{}-{}", a.gen.cache, std::chrono::system_clock::now().time_since_epoch().count());
+  a.chat = true;  // the task's prompts are user turns of the chat template
+  return a;
+}
+
+void run(const Args& args) {
+  const Args a = with_synth_defaults(args);
+  if (a.task.empty()) fail("--task is required (gsm8k, math, humaneval, mbpp, synth)");
   if (a.data.empty()) fail("--data is required (the task's data file)");
   if (!a.show_prompt.empty()) {
     TaskOptions topt;

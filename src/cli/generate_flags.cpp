@@ -82,19 +82,25 @@ void apply_threads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }
 
-std::string default_model_dir() {
-  if (const char* env = std::getenv("DLLMQ_MODEL"); env && *env) return env;
+std::string repo_path(const std::string& rel) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  const char* kName = "models/dllmq-synth-tiny";
-  if (!ec) {
+  if (!ec)
     for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
-      if (fs::exists(p / kName / "config.json")) return (p / kName).string();
-  }
-  const fs::path src = fs::path(DLLMQ_SOURCE_DIR) / kName;
-  if (fs::exists(src / "config.json")) return src.string();
-  fail("no -m given and the embedded default model ({}) was not found; pass -m DIR or set DLLMQ_MODEL", kName);
+      if (fs::exists(p / rel)) return (p / rel).string();
+  const fs::path src = fs::path(DLLMQ_SOURCE_DIR) / rel;
+  if (fs::exists(src)) return src.string();
+  return "";
+}
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("DLLMQ_MODEL"); env && *env) return env;
+  const char* kName = "models/dllmq-synth-tiny";
+  const std::string dir = repo_path(std::string(kName) + "/config.json");
+  if (dir.empty())
+    fail("no -m given and the embedded default model ({}) was not found; pass -m DIR or set DLLMQ_MODEL", kName);
+  return std::filesystem::path(dir).parent_path().string();
 }
 
 }  // namespace dllmq::cli

@@ -44,6 +44,9 @@ std::string describe(const GenerateOptions& o, const ModelConfig& cfg);
 // Applies --threads (0 = leave OpenMP's default).
 void apply_threads(int threads);
 
+// A file of the repository (found above the binary, else in the source tree); "" if absent.
+std::string repo_path(const std::string& rel);
+
 // The model used when -m is not given: $DLLMQ_MODEL, else the repository's embedded model.
 std::string default_model_dir();
 

@@ -8,15 +8,17 @@ std::unique_ptr<Task> make_gsm8k_task(const std::string& data, const TaskOptions
 std::unique_ptr<Task> make_math_task(const std::string& data, const TaskOptions& opt);
 std::unique_ptr<Task> make_humaneval_task(const std::string& data, const TaskOptions& opt);
 std::unique_ptr<Task> make_mbpp_task(const std::string& data, const TaskOptions& opt);
+std::unique_ptr<Task> make_synth_task(const std::string& data, const TaskOptions& opt);
 
-std::vector<std::string> task_names() { return {"gsm8k", "math", "humaneval", "mbpp"}; }
+std::vector<std::string> task_names() { return {"gsm8k", "math", "humaneval", "mbpp", "synth"}; }
 
 std::unique_ptr<Task> make_task(const std::string& name, const std::string& data, const TaskOptions& opt) {
   if (name == "gsm8k") return make_gsm8k_task(data, opt);
   if (name == "math") return make_math_task(data, opt);
   if (name == "humaneval") return make_humaneval_task(data, opt);
   if (name == "mbpp") return make_mbpp_task(data, opt);
-  fail("--task {}: unknown task (gsm8k, math, humaneval, mbpp)", name);
+  if (name == "synth") return make_synth_task(data, opt);
+  fail("--task {}: unknown task (gsm8k, math, humaneval, mbpp, synth)", name);
 }
 
 std::optional<size_t> Task::find(const std::string& id) const {

@@ -1,5 +1,7 @@
 // gsm8k (lm-eval v0.4.8 gsm8k.yaml): 5 shots drawn per test doc from the train split with
 // random.Random(1234).sample, "Question: ...\nAnswer:" format, strict-match and flexible-extract.
+// synth: the repository's own GSM8K-format task (data/synth), zero-shot, the bare question as the
+// prompt (the embedded model was trained on exactly that inside its chat template), same scoring.
 #include <filesystem>
 
 #include "eval/data.h"
@@ -22,7 +24,7 @@ std::string field(const nlohmann::json& doc, const char* name, const std::string
 
 class Gsm8kTask : public Task {
  public:
-  Gsm8kTask(const std::string& data, const TaskOptions& opt) {
+  Gsm8kTask(const std::string& data, const TaskOptions& opt, bool synth) : synth_(synth) {
     std::string train = opt.train_path;
     if (train.empty()) train = (std::filesystem::path(data).parent_path() / "train.jsonl").string();
     const auto docs = read_jsonl(data);
@@ -34,13 +36,14 @@ class Gsm8kTask : public Task {
     apply_stop_ = opt.apply_stop;
   }
 
-  std::string name() const override { return "gsm8k"; }
+  std::string name() const override { return synth_ ? "synth" : "gsm8k"; }
   size_t size() const override { return questions_.size(); }
   std::string task_id(size_t i) const override { return std::to_string(i); }
   std::vector<std::string> stop_strings() const override { return {"Question:", "</s>", "<|im_end|>"}; }
   std::vector<std::string> metric_names() const override { return {"strict_match", "flexible_extract"}; }
 
   std::string prompt(size_t i) const override {
+    if (synth_) return questions_[i];
     load_shots();
     std::string out;
     for (uint64_t s : shots_[i])
@@ -83,6 +86,7 @@ class Gsm8kTask : public Task {
     for (size_t i = 0; i < questions_.size(); ++i) shots_.push_back(rnd.sample(docs.size(), kShots));
   }
 
+  bool synth_ = false;
   std::vector<std::string> questions_, answers_;
   std::string train_path_;
   bool apply_stop_ = true;
@@ -93,7 +97,11 @@ class Gsm8kTask : public Task {
 }  // namespace
 
 std::unique_ptr<Task> make_gsm8k_task(const std::string& data, const TaskOptions& opt) {
-  return std::make_unique<Gsm8kTask>(data, opt);
+  return std::make_unique<Gsm8kTask>(data, opt, /*synth=*/false);
+}
+
+std::unique_ptr<Task> make_synth_task(const std::string& data, const TaskOptions& opt) {
+  return std::make_unique<Gsm8kTask>(data, opt, /*synth=*/true);
 }
 
 }  // namespace dllmq::eval
