@@ -5,10 +5,12 @@ Expected ids come from the reference libraries: `tokenizers` (HF tokenizer.json 
 here) and `tiktoken` (the Qwen rank file + Qwen2 pattern + Dream specials). The C++ tests compare
 against these files, so the test suite itself needs no PyPI package.
 
-    python3 -m venv .venv-tok && .venv-tok/bin/pip install tokenizers tiktoken
+    python3 -m venv .venv-tok && .venv-tok/bin/pip install tokenizers tiktoken jinja2
     .venv-tok/bin/python tools/tokenizer_golden/gen_golden.py
 
-Everything is seeded; rerunning with the same library versions gives identical files.
+Everything is seeded; rerunning with the same library versions (tokenizers 0.23.3, tiktoken 0.14.0,
+jinja2 3.1.6, Python 3.11) gives identical files. The Qwen golden needs ../shared/data (or
+$DLLMQ_SHARED_DATA); the synth-tiny copy needs models/dllmq-synth-tiny/.
 """
 
 import argparse
