@@ -99,7 +99,11 @@ void split_added(std::string_view text, const AddedMatcher& m, std::vector<Segme
 
 Tokenizer::Tokenizer(std::unique_ptr<TokenizerSpec> spec) : s_(std::move(spec)) {
   s_->bpe->finalize();
-  for (size_t i = 0; i < s_->added.size(); ++i) s_->added_index.emplace(s_->added[i].id, i);
+  for (size_t i = 0; i < s_->added.size(); ++i) {
+    const int32_t id = s_->added[i].id;
+    if (static_cast<size_t>(id) >= s_->added_slot.size()) s_->added_slot.resize(id + 1, -1);
+    if (s_->added_slot[id] < 0) s_->added_slot[id] = static_cast<int32_t>(i);
+  }
   for (int allow = 0; allow < 2; ++allow)
     for (int pass = 0; pass < 2; ++pass) {
       auto m = std::make_shared<AddedMatcher>();
@@ -119,8 +123,8 @@ Tokenizer::Tokenizer(std::unique_ptr<TokenizerSpec> spec) : s_(std::move(spec)) 
 }
 
 const AddedToken* TokenizerSpec::find_added(int32_t id) const {
-  auto it = added_index.find(id);
-  return it == added_index.end() ? nullptr : &added[it->second];
+  if (id < 0 || static_cast<size_t>(id) >= added_slot.size() || added_slot[id] < 0) return nullptr;
+  return &added[added_slot[id]];
 }
 Tokenizer::~Tokenizer() = default;
 

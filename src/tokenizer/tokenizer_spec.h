@@ -32,7 +32,7 @@ struct TokenizerSpec {
   std::unordered_map<std::string, int32_t> odd_ids;
 
   // Filled by the Tokenizer constructor.
-  std::unordered_map<int32_t, size_t> added_index;
+  std::vector<int32_t> added_slot;  // id -> index into `added`, -1 if none (dense: decode is hot)
   std::shared_ptr<const AddedMatcher> matchers[2][2];  // [allow_special][normalized pass]
   const AddedToken* find_added(int32_t id) const;
 };
