@@ -425,6 +425,20 @@ def test_generation(c):
                                      r["status"] in ("passed", "failed", "timeout") for r in rows))
         check(ok, "generation run (tiny random LLaDA%s): 2 samples with NFE 4, timings, sandbox verdicts (%s)" %
               (", --chat" if chat else "", p.stderr.strip()[-300:] if p.returncode else "ok"))
+    # The other three tasks end to end (prompt -> generate -> extract -> score); accuracy ~0 here.
+    for task, data in (("gsm8k", os.path.join(c.data, "gsm8k", "test.jsonl")),
+                       ("math", os.path.join(c.data, "math", "test.jsonl")),
+                       ("mbpp", os.path.join(c.data, "mbpp", "mbpp.jsonl"))):
+        run_dir = c.path("gen_run_" + task)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        argv = [c.bin, "eval", "--task", task, "--data", data, "-m", model, "--out", run_dir, "--limit", "1",
+                "--gen-length", "16", "--block-length", "16", "--steps", "2", "--chat", "--no-sympy", "--json"]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        rows = read_jsonl(os.path.join(run_dir, "samples.jsonl")) if p.returncode == 0 else []
+        ok = len(rows) == 1 and rows[0]["nfe"] == 2 and rows[0]["prompt_tokens"] > 100 and \
+            os.path.isfile(os.path.join(run_dir, "summary.json"))
+        check(ok, "generation run %s (tiny random LLaDA, --chat): 1 sample, NFE 2, summary written (%s)" %
+              (task, p.stderr.strip()[-300:] if p.returncode else "ok"))
 
 
 def main():
