@@ -13,5 +13,5 @@ $T --steps 3000 --batch 64 --no-bucket --stop-at 250   # warmup 100, cosine plan
 $T --steps 2500 --batch 32 --stop-at 500               # length-bucketed batches from here on
 $T --steps 1800 --batch 32 --stop-at 1000             # cosine planned over 1800
 $T --steps 2400 --batch 32 --ckpt-every 100 --stop-at 1700
-$T --steps 2800 --batch 32 --ckpt-every 100            # final schedule: cosine ends at step 2800
+$T --steps 2800 --batch 32 --ckpt-every 100 --stop-at 2700  # stopped at 2700 for time (lr 1.05e-4, floor 1e-4)
 /usr/bin/python3 training/export.py --ckpt training/checkpoints/seed0.pt --out models/dllmq-synth-tiny
