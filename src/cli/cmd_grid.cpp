@@ -8,19 +8,26 @@
 //    "grid":  {"gen-length": [256, 512], "threshold": [null, 0.9], "cache": ["none", "prefix"]},
 //    "args":  ["--workers", "2"]}                          // extra eval arguments, verbatim
 // Keys are `dllmq eval` flag names without "--"; null leaves the flag out, true passes it bare.
+// Outputs: OUT/grid.json (every summary), OUT/grid.md (table + average per setting over tasks),
+// OUT/grid.csv (one row per task x point) and OUT/grid.png (headline metric vs effective KV bits).
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "eval/data.h"
+#include "eval/png_plot.h"
+#include "eval/run.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
@@ -73,6 +80,138 @@ int run_child(const std::vector<std::string>& argv, const std::string& log) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// One finished (or failed) task x point run, flattened for the table, CSV and plot.
+struct RunRow {
+  std::string task, label;
+  size_t point = 0;                    // index into the grid points (the plot's series)
+  std::vector<nlohmann::json> values;  // per grid axis
+  int exit_code = 0;
+  bool ok = false;
+  size_t n = 0;
+  std::vector<std::string> metric_names;
+  std::map<std::string, std::optional<double>> metrics;
+  std::optional<double> tokens_per_s, mean_nfe, kv_bytes, kv_bytes_fp16, effective_bits;
+  std::optional<double> headline() const {
+    return metric_names.empty() ? std::nullopt : metrics.at(metric_names[0]);
+  }
+};
+
+std::optional<double> number(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (j.contains(k) && j[k].is_number()) return j[k].get<double>();
+  return std::nullopt;
+}
+
+// Mean of a per-sample field over samples.jsonl (0 = not recorded, e.g. the fake generator).
+std::optional<double> sample_mean(const std::string& dir, const char* key) {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& r :
+       eval::read_samples((fs::path(dir) / eval::samples_file_name(0, 1)).string(), false))
+    if (r.contains(key) && r[key].is_number()) sum += r[key].get<double>(), ++n;
+  if (n == 0 || sum <= 0) return std::nullopt;
+  return sum / n;
+}
+
+void fill_from_summary(RunRow& row, const nlohmann::json& s, const std::string& dir) {
+  row.ok = true;
+  row.n = s.value("n", size_t(0));
+  if (s.contains("config") && s["config"].contains("metrics"))
+    for (const auto& m : s["config"]["metrics"]) {
+      const std::string name = m.get<std::string>();
+      row.metric_names.push_back(name);
+      row.metrics[name] = number(s, {name.c_str()});
+    }
+  row.tokens_per_s = number(s, {"tokens_per_s"});
+  row.mean_nfe = number(s, {"mean_nfe"});
+  // Summaries written so far carry no KV sizes; the per-sample records carry kv_bytes (peak bytes
+  // of the KV store), so fall back to their mean. Effective bits need the fp16 size as well.
+  row.kv_bytes = number(s, {"kv_bytes", "mean_kv_bytes"});
+  if (!row.kv_bytes) row.kv_bytes = sample_mean(dir, "kv_bytes");
+  row.kv_bytes_fp16 = number(s, {"kv_bytes_fp16", "mean_kv_bytes_fp16"});
+  if (!row.kv_bytes_fp16) row.kv_bytes_fp16 = sample_mean(dir, "kv_bytes_fp16");
+  if (row.kv_bytes && row.kv_bytes_fp16 && *row.kv_bytes_fp16 > 0)
+    row.effective_bits = 16.0 * *row.kv_bytes / *row.kv_bytes_fp16;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string opt_text(const std::optional<double>& v, const char* f = "{}") {
+  return v ? fmt::format(fmt::runtime(f), *v) : std::string();
+}
+
+std::string grid_csv(const std::vector<RunRow>& rows, const std::vector<std::string>& axes) {
+  std::vector<std::string> metrics;  // union over tasks, in order of first appearance
+  for (const auto& r : rows)
+    for (const auto& m : r.metric_names)
+      if (std::find(metrics.begin(), metrics.end(), m) == metrics.end()) metrics.push_back(m);
+  std::string csv = "task";
+  for (const auto& a : axes) csv += fmt::format(",{}", csv_field(a));
+  csv += ",n";
+  for (const auto& m : metrics) csv += fmt::format(",{}", csv_field(m));
+  csv += ",tokens_per_s,mean_nfe,kv_bytes,kv_bytes_fp16,effective_bits,exit_code\n";
+  for (const auto& r : rows) {
+    csv += csv_field(r.task);
+    for (const auto& v : r.values)
+      csv += fmt::format(",{}", csv_field(v.is_null() ? "off" : value_text(v)));
+    csv += r.ok ? fmt::format(",{}", r.n) : std::string(",");
+    for (const auto& m : metrics) {
+      const auto it = r.metrics.find(m);
+      csv += fmt::format(",{}",
+                         it == r.metrics.end() ? std::string() : opt_text(it->second, "{:.6g}"));
+    }
+    csv += fmt::format(",{},{},{},{},{},{}\n", opt_text(r.tokens_per_s, "{:.4g}"),
+                       opt_text(r.mean_nfe, "{:.4g}"), opt_text(r.kv_bytes, "{:.0f}"),
+                       opt_text(r.kv_bytes_fp16, "{:.0f}"), opt_text(r.effective_bits, "{:.3g}"),
+                       r.exit_code);
+  }
+  return csv;
+}
+
+// Per grid point: the mean of each task's headline metric (the paper's "average" column), and
+// the plot of it against effective bits. Returns the markdown rows and the plot legend.
+std::pair<std::string, std::string> averages_and_plot(const std::vector<RunRow>& rows,
+                                                      size_t n_points, size_t n_tasks,
+                                                      const std::string& png_path) {
+  std::string md, legend;
+  std::vector<eval::PlotPoint> pts;
+  for (size_t p = 0; p < n_points; ++p) {
+    std::string name;
+    double head = 0, tps = 0, nfe = 0, bits = 0;
+    size_t n = 0, ok = 0, with_bits = 0;
+    for (const auto& r : rows) {
+      if (r.point != p) continue;
+      name = r.label;
+      if (!r.ok || !r.headline()) continue;
+      ++ok, n += r.n, head += *r.headline(), tps += r.tokens_per_s.value_or(0),
+          nfe += r.mean_nfe.value_or(0);
+      if (r.effective_bits) ++with_bits, bits += *r.effective_bits;
+    }
+    if (ok < n_tasks) {
+      md += fmt::format(
+          "| average | {} | - | {} of {} tasks failed or lack a headline value | - | - |\n", name,
+          n_tasks - ok, n_tasks);
+      continue;
+    }
+    head /= ok, tps /= ok, nfe /= ok;
+    md += fmt::format("| average | {} | {} | headline {:.4f} | {:.2f} | {:.1f} |\n", name, n, head,
+                      tps, nfe);
+    // Runs without a recorded fp16 KV size are drawn hollow at 16 bits (dense store, assumed).
+    const bool known = with_bits == ok;
+    pts.push_back({known ? bits / ok : 16.0, head, static_cast<int>(p), !known});
+    const auto& pal = eval::plot_palette(static_cast<int>(p));
+    legend +=
+        fmt::format("- {} {} ({}): {}\n", known ? "filled" : "hollow", pal.name, pal.marker, name);
+  }
+  eval::write_png(png_path, eval::scatter_plot(pts).image);
+  return {md, legend};
+}
+
 void run_grid(const std::string& cfg_path, bool dry_run) {
   const auto cfg = nlohmann::json::parse(eval::read_text_file(cfg_path), nullptr, false);
   if (cfg.is_discarded() || !cfg.is_object()) fail("{}: not a JSON object", cfg_path);
@@ -97,13 +236,17 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
       points = std::move(next);
     }
   }
+  std::vector<std::string> axes;
+  for (const auto& [k, v] : grid.items()) axes.push_back(k);
   nlohmann::json results = nlohmann::json::array();
+  std::vector<RunRow> rows;
   std::string md = "| task | point | n | metrics | tokens/s | mean NFE |\n|---|---|---|---|---|---|\n";
   int failures = 0;
   for (const auto& t : cfg["tasks"]) {
     if (!t.is_object() || !t.contains("task") || !t.contains("data")) fail("{}: each task needs \"task\" and \"data\"", cfg_path);
     const std::string task = t["task"];
-    for (const auto& point : points) {
+    for (size_t pi = 0; pi < points.size(); ++pi) {
+      const auto& point = points[pi];
       const std::string dir = (fs::path(out) / task / label(point, grid)).string();
       std::vector<std::string> argv = {"dllmq", "eval", "--task", task, "--data", t["data"].get<std::string>(),
                                        "--out", dir, "--resume", "--json"};
@@ -122,10 +265,14 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
       fs::create_directories(dir);
       const int rc = run_child(argv, (fs::path(dir) / "eval.stdout").string());
       nlohmann::json r = {{"task", task}, {"point", label(point, grid)}, {"run_dir", dir}, {"exit_code", rc}};
+      RunRow row;
+      row.task = task, row.label = label(point, grid), row.point = pi, row.exit_code = rc;
+      for (const auto& [k, v] : point) row.values.push_back(v);
       const fs::path sp = fs::path(dir) / "summary.json";
       if (rc == 0 && fs::exists(sp)) {
         r["summary"] = nlohmann::json::parse(eval::read_text_file(sp.string()), nullptr, false);
         const auto& s = r["summary"];
+        if (s.is_object()) fill_from_summary(row, s, dir);
         std::string metrics;
         for (const auto& m : s["config"]["metrics"]) {
           const auto& v = s[m.get<std::string>()];
@@ -139,12 +286,20 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
         md += fmt::format("| {} | {} | - | run failed (exit {}) | - | - |\n", task, label(point, grid), rc);
       }
       results.push_back(std::move(r));
+      rows.push_back(std::move(row));
     }
   }
   if (dry_run) return;
   fs::create_directories(out);
   std::ofstream(fs::path(out) / "grid.json") << results.dump(2) << "\n";
+  const auto [avg, legend] = averages_and_plot(rows, points.size(), cfg["tasks"].size(),
+                                               (fs::path(out) / "grid.png").string());
+  md += avg;
+  md += "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x), one\n"
+        "marker per setting; hollow = no fp16 KV size recorded, drawn at 16 bits.\n\n";
+  md += legend;
   std::ofstream(fs::path(out) / "grid.md") << md;
+  std::ofstream(fs::path(out) / "grid.csv") << grid_csv(rows, axes);
   std::fputs(md.c_str(), stdout);
   if (failures) fail("grid: {} of {} runs failed (see {}/grid.json)", failures, results.size(), out);
 }
