@@ -157,6 +157,7 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
       g.steps = r.steps;
       g.time_s = r.time_s;
       g.kv_bytes = r.kv_bytes;
+      g.kv_bytes_fp16 = r.kv_bytes_fp16;
       return g;
     };
   }

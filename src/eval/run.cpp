@@ -186,6 +186,7 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
     j["nfe"] = g.nfe;
     j["steps"] = g.steps;
     j["kv_bytes"] = g.kv_bytes;
+    j["kv_bytes_fp16"] = g.kv_bytes_fp16;
     out.append(dump(j));
     correct += j["correct"].get<bool>() ? 1 : 0;
     ++finished;

@@ -22,6 +22,7 @@ struct GenOutput {
   int steps = 0;
   double time_s = 0.0;
   size_t kv_bytes = 0;
+  size_t kv_bytes_fp16 = 0;  // the same rows at fp16 (effective bits = 16 * kv_bytes / kv_bytes_fp16)
 };
 // `prompt` is the task's plain lm-eval context; chat templating is the generator's business.
 using GenerateFn = std::function<GenOutput(size_t doc, const std::string& prompt)>;
