@@ -9,6 +9,7 @@ Usage: python3 training/evaluate.py [--model models/dllmq-synth-tiny] [--data da
 import argparse
 import json
 import os
+import re
 import time
 
 import torch
@@ -31,6 +32,29 @@ def load_model(d):
     return m.eval(), j
 
 
+def diagnose(rows, texts):
+    """Where errors come from: format, step count, copied lines, arithmetic of generated lines."""
+    same_n = first = line_ok = ref_lines = eqs = true_eqs = 0
+    for r, t in zip(rows, texts):
+        ref = r["answer"].split("\n")[:-1]
+        gen = [l.strip() for l in t.split("\n") if "=" in l]
+        same_n += len(gen) == len(ref)
+        first += bool(gen) and gen[0] == ref[0]
+        line_ok += sum(g == f for g, f in zip(gen, ref))
+        ref_lines += len(ref)
+        for l in gen:
+            eqs += 1
+            m = re.fullmatch(r"(\d+) ([-+*]) (\d+) = (\d+)", l)
+            if m:
+                a, op, b, c = int(m[1]), m[2], int(m[3]), int(m[4])
+                true_eqs += {"+": a + b, "-": a - b, "*": a * b}[op] == c
+    n = len(rows)
+    return {"has_answer_number": round(sum(final_number(t) is not None for t in texts) / n, 4),
+            "same_number_of_steps": round(same_n / n, 4), "first_step_exact": round(first / n, 4),
+            "step_lines_exact": round(line_ok / ref_lines, 4),
+            "generated_equations_true": round(true_eqs / max(eqs, 1), 4)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="models/dllmq-synth-tiny")
@@ -40,7 +64,15 @@ def main():
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=None, help="per-problem predictions (jsonl)")
+    ap.add_argument("--diagnose", default=None, help="only recompute the summary from an --out file")
     a = ap.parse_args()
+    if a.diagnose:  # summary from saved predictions, no model run
+        rows = load_jsonl(a.data)
+        texts = [p["generation"] for p in load_jsonl(a.diagnose)]
+        rows = rows[:len(texts)]
+        acc = sum(final_number(t) == final_number(r["answer"]) for r, t in zip(rows, texts)) / len(rows)
+        print(json.dumps({"data": a.data, "n": len(rows), "exact_match": round(acc, 4), **diagnose(rows, texts)}))
+        return
     torch.set_num_threads(a.threads)
     model, cfg = load_model(a.model)
     tok = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
@@ -51,7 +83,8 @@ def main():
     acc, texts = exact_match(model, tok, rows, a.gen_len, sp, block_len=a.block)
     dt = time.time() - t0
     print(json.dumps({"model": a.model, "data": a.data, "n": len(rows), "gen_len": a.gen_len, "block": a.block,
-                      "steps": a.gen_len, "exact_match": round(acc, 4), "seconds": round(dt, 1)}))
+                      "steps": a.gen_len, "exact_match": round(acc, 4), "seconds": round(dt, 1),
+                      **diagnose(rows, texts)}))
     if a.out:
         with open(a.out, "w") as f:
             for r, t in zip(rows, texts):
