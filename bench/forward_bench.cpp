@@ -29,30 +29,37 @@ std::string make_checkpoint() {
   if (!dir.empty()) return dir;
   dir = (fs::temp_directory_path() / ("dllmq_bench_" + std::to_string(::getpid()))).string();
   fs::create_directories(dir);
-  std::ofstream(dir + "/config.json") << "{\"model_type\":\"llada\",\"architectures\":[\"LLaDAModelLM\"],"
-                                         "\"block_type\":\"llama\",\"d_model\":4096,\"n_heads\":32,\"n_kv_heads\":32,"
-                                         "\"n_layers\":1,\"mlp_hidden_size\":12288,\"vocab_size\":256,"
-                                         "\"embedding_size\":256,\"rope_theta\":500000.0,\"rms_norm_eps\":1e-5,"
-                                         "\"mask_token_id\":255,\"eos_token_id\":254}";
+  std::ofstream(dir + "/config.json")
+      << "{\"model_type\":\"llada\",\"architectures\":[\"LLaDAModelLM\"],"
+         "\"block_type\":\"llama\",\"d_model\":4096,\"n_heads\":32,\"n_kv_heads\":32,"
+         "\"n_layers\":1,\"mlp_hidden_size\":12288,\"vocab_size\":256,"
+         "\"embedding_size\":256,\"rope_theta\":500000.0,\"rms_norm_eps\":1e-5,"
+         "\"mask_token_id\":255,\"eos_token_id\":254}";
   struct T {
     std::string name;
     int64_t rows, cols;
   };
   const std::string b = "model.transformer.blocks.0.";
-  std::vector<T> ts = {{"model.transformer.wte.weight", kVocab, kD}, {b + "attn_norm.weight", kD, 0},
-                       {b + "q_proj.weight", kD, kD},                {b + "k_proj.weight", kD, kD},
-                       {b + "v_proj.weight", kD, kD},                {b + "attn_out.weight", kD, kD},
-                       {b + "ff_norm.weight", kD, 0},                {b + "ff_proj.weight", kMlp, kD},
-                       {b + "up_proj.weight", kMlp, kD},             {b + "ff_out.weight", kD, kMlp},
-                       {"model.transformer.ln_f.weight", kD, 0},     {"model.transformer.ff_out.weight", kVocab, kD}};
+  std::vector<T> ts = {{"model.transformer.wte.weight", kVocab, kD},
+                       {b + "attn_norm.weight", kD, 0},
+                       {b + "q_proj.weight", kD, kD},
+                       {b + "k_proj.weight", kD, kD},
+                       {b + "v_proj.weight", kD, kD},
+                       {b + "attn_out.weight", kD, kD},
+                       {b + "ff_norm.weight", kD, 0},
+                       {b + "ff_proj.weight", kMlp, kD},
+                       {b + "up_proj.weight", kMlp, kD},
+                       {b + "ff_out.weight", kD, kMlp},
+                       {"model.transformer.ln_f.weight", kD, 0},
+                       {"model.transformer.ff_out.weight", kVocab, kD}};
   std::string header = "{";
   size_t off = 0;
   for (auto& t : ts) {
     const size_t n = size_t(t.rows) * (t.cols ? t.cols : 1) * 2;
-    header += (header.size() > 1 ? "," : "") + ("\"" + t.name + "\":{\"dtype\":\"BF16\",\"shape\":[" +
-                                               std::to_string(t.rows) + (t.cols ? "," + std::to_string(t.cols) : "") +
-                                               "],\"data_offsets\":[" + std::to_string(off) + "," +
-                                               std::to_string(off + n) + "]}");
+    header += (header.size() > 1 ? "," : "") +
+              ("\"" + t.name + "\":{\"dtype\":\"BF16\",\"shape\":[" + std::to_string(t.rows) +
+               (t.cols ? "," + std::to_string(t.cols) : "") + "],\"data_offsets\":[" +
+               std::to_string(off) + "," + std::to_string(off + n) + "]}");
     off += n;
   }
   header += "}";
@@ -82,7 +89,8 @@ void BM_LayerForward(benchmark::State& st) {
   m->forward(a, nullptr);  // warm the workspace and page in the weights
   for (auto _ : st) m->forward(a, nullptr);
   const double flops = m->forward_flops(n, n, 0);
-  st.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_LayerForward)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -92,7 +100,8 @@ void BM_Sgemm(benchmark::State& st) {
   std::vector<float> x(size_t(n) * kD, 0.5f), w(size_t(kD) * kD, 0.25f), y(size_t(n) * kD);
   openblas_set_num_threads(omp_get_max_threads());  // the library's own best: all cores
   for (auto _ : st)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kD, kD, 1.0f, x.data(), kD, w.data(), kD, 0.0f, y.data(), kD);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kD, kD, 1.0f, x.data(), kD, w.data(),
+                kD, 0.0f, y.data(), kD);
   st.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * n * kD * kD * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   dllmq::blas_use_one_thread();

@@ -25,7 +25,8 @@ const std::string& corpus() {
     std::string s = ss.str();
     if (s.empty())
       for (int i = 0; i < 2000; ++i)
-        s += "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        s += "Natalia sold clips to 48 of her friends in April, and then she sold half as many "
+             "clips in May. "
              "How many clips did Natalia sell altogether? 中文测试 😀 def f(x): return x**2\n";
     return s;
   }();
@@ -45,7 +46,8 @@ void run_encode(benchmark::State& state, const dllmq::Tokenizer& tok) {
 }
 
 void BM_EncodeSynthTiny(benchmark::State& state) {
-  static auto tok = dllmq::load_tokenizer_json(DLLMQ_SOURCE_DIR "/tests/data/tokenizer/synth_tiny.tokenizer.json");
+  static auto tok = dllmq::load_tokenizer_json(DLLMQ_SOURCE_DIR
+                                               "/tests/data/tokenizer/synth_tiny.tokenizer.json");
   run_encode(state, *tok);
 }
 BENCHMARK(BM_EncodeSynthTiny)->Unit(benchmark::kMillisecond);
@@ -62,7 +64,8 @@ void BM_EncodeQwenTiktoken(benchmark::State& state) {
 BENCHMARK(BM_EncodeQwenTiktoken)->Unit(benchmark::kMillisecond);
 
 void BM_DecodeSynthTiny(benchmark::State& state) {
-  static auto tok = dllmq::load_tokenizer_json(DLLMQ_SOURCE_DIR "/tests/data/tokenizer/synth_tiny.tokenizer.json");
+  static auto tok = dllmq::load_tokenizer_json(DLLMQ_SOURCE_DIR
+                                               "/tests/data/tokenizer/synth_tiny.tokenizer.json");
   const auto ids = tok->encode(corpus());
   for (auto _ : state) {
     auto s = tok->decode(ids);

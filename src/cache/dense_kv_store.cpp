@@ -86,7 +86,9 @@ size_t DenseKvStore::bytes_fp16() const {
 }
 
 std::string DenseKvStore::name() const {
-  return fmt::format("dense-{}", dtype_ == DType::kF32 ? "fp32" : dtype_ == DType::kF16 ? "fp16" : "bf16");
+  return fmt::format("dense-{}", dtype_ == DType::kF32   ? "fp32"
+                                 : dtype_ == DType::kF16 ? "fp16"
+                                                         : "bf16");
 }
 
 }  // namespace dllmq

@@ -33,8 +33,9 @@ class DenseKvStore final : public KvStore {
   DType dtype_;
   const RopeTable& rope_;
   int capacity_ = 0;
-  std::unique_ptr<uint8_t[]> k_, v_;  // raw storage in dtype_, default-initialised (untouched pages cost nothing)
-  std::vector<uint8_t> held_;      // per position: written since reset (layer 0 decides)
+  std::unique_ptr<uint8_t[]> k_,
+      v_;  // raw storage in dtype_, default-initialised (untouched pages cost nothing)
+  std::vector<uint8_t> held_;  // per position: written since reset (layer 0 decides)
   size_t rows_held_ = 0;
 };
 

@@ -10,6 +10,7 @@
 namespace dllmq {
 
 // spec: fp32 | fp16 | bf16. Throws naming --kv for anything else.
-std::unique_ptr<KvStore> make_kv_store(const std::string& spec, KvGeometry geo, const RopeTable& rope);
+std::unique_ptr<KvStore> make_kv_store(const std::string& spec, KvGeometry geo,
+                                       const RopeTable& rope);
 
 }  // namespace dllmq

@@ -77,12 +77,17 @@ void run_bench(const BenchArgs& a) {
                           {"kv_bytes", best.kv_bytes},
                           {"kv_bytes_fp16", best.kv_bytes_fp16}};
     rows.push_back(row);
-    fmt::print(stderr, "  {:<7} NFE {:>4}  {:>8.2f} s  {:>8.2f} tok/s  {:>9.1f} GFLOP  {:>7.1f} GFLOP/s  speedup {:>5.2f}x  "
+    fmt::print(stderr,
+               "  {:<7} NFE {:>4}  {:>8.2f} s  {:>8.2f} tok/s  {:>9.1f} GFLOP  {:>7.1f} GFLOP/s  "
+               "speedup {:>5.2f}x  "
                "FLOP ratio {:>5.2f}x  efficiency {:>4.0f}%  KV {} B\n",
                mode, best.nfe, best.time_s, best.tokens.size() / best.time_s, best.flops * 1e-9,
-               best.flops * 1e-9 / best.time_s, speedup, flop_ratio, 100.0 * speedup / flop_ratio, best.kv_bytes);
+               best.flops * 1e-9 / best.time_s, speedup, flop_ratio, 100.0 * speedup / flop_ratio,
+               best.kv_bytes);
   }
-  nlohmann::json out = {{"model", dir}, {"prompt_length", a.prompt_length}, {"modes", rows},
+  nlohmann::json out = {{"model", dir},
+                        {"prompt_length", a.prompt_length},
+                        {"modes", rows},
                         {"peak_rss_bytes", peak_rss_bytes()}};
   fmt::print(stderr, "  peak RSS {:.1f} MiB\n", peak_rss_bytes() / 1048576.0);
   if (a.json) std::puts(out.dump().c_str());
@@ -94,9 +99,12 @@ void register_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time generate under each cache mode, side by side");
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("-m,--model", a->model, "model directory (default: the embedded model)");
-  cmd->add_option("--prompt-length", a->prompt_length, "random prompt tokens")->capture_default_str();
-  cmd->add_option("--modes", a->modes, "comma-separated cache modes; the first is the baseline")->capture_default_str();
-  cmd->add_option("--repeat", a->repeat, "runs per mode (the fastest is reported)")->capture_default_str();
+  cmd->add_option("--prompt-length", a->prompt_length, "random prompt tokens")
+      ->capture_default_str();
+  cmd->add_option("--modes", a->modes, "comma-separated cache modes; the first is the baseline")
+      ->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "runs per mode (the fastest is reported)")
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "print one JSON object");
   add_generate_flags(cmd, a->gen);
   cmd->callback([a] { run_bench(*a); });

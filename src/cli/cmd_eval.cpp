@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <cstdio>
 #include <thread>
 
 #include <fmt/core.h>
@@ -35,7 +35,9 @@ namespace {
 using namespace dllmq::eval;
 
 // The system interpreter: programs run as an unprivileged uid that cannot enter /root (pyenv).
-std::string default_python() { return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3"; }
+std::string default_python() {
+  return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
 
 struct Args {
   std::string task, data, responses, subset, train, details, python = default_python(), math_equiv;
@@ -62,11 +64,15 @@ SandboxOptions sandbox_options(const Args& a) {
   o.workers = a.workers;
   // Hide the inputs from the programs: the data, the responses and the run directory.
   for (const std::string& p : {a.data, a.responses, a.out, a.model})
-    if (!p.empty()) o.hide.push_back(std::filesystem::is_directory(p) ? p : std::filesystem::path(p).parent_path().string());
+    if (!p.empty())
+      o.hide.push_back(
+          std::filesystem::is_directory(p) ? p : std::filesystem::path(p).parent_path().string());
   return o;
 }
 
-bool is_code_task(const std::string& t) { return t == "humaneval" || t == "mbpp"; }
+bool is_code_task(const std::string& t) {
+  return t == "humaneval" || t == "mbpp";
+}
 
 void print_summary(const nlohmann::json& s, bool json) {
   if (json) {
@@ -89,7 +95,8 @@ void score_only(const Args& a, const Task& task, const ScoreEnv& env_in) {
   if (p) p->finish();
   if (!a.details.empty()) {
     std::string text;
-    for (const auto& s : run.samples) text += sample_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    for (const auto& s : run.samples)
+      text += sample_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::FILE* f = std::fopen(a.details.c_str(), "wb");
     if (!f) fail("--details {}: cannot write", a.details);
     std::fwrite(text.data(), 1, text.size(), f);
@@ -170,9 +177,11 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
 Args with_synth_defaults(Args a) {
   if (a.task != "synth") return a;
   if (a.data.empty()) a.data = repo_path("data/synth/test.jsonl");
-  if (a.responses.empty() && a.model.empty() && a.fake_responses.empty()) a.model = default_model_dir();
+  if (a.responses.empty() && a.model.empty() && a.fake_responses.empty())
+    a.model = default_model_dir();
   if (!a.model.empty() && a.out.empty())
-    a.out = fmt::format("runs/synth-{}-{}", a.gen.cache, std::chrono::system_clock::now().time_since_epoch().count());
+    a.out = fmt::format("runs/synth-{}-{}", a.gen.cache,
+                        std::chrono::system_clock::now().time_since_epoch().count());
   a.chat = true;  // the task's prompts are user turns of the chat template
   return a;
 }
@@ -195,7 +204,8 @@ void run(const Args& args) {
   }
   const bool score = !a.responses.empty();
   const bool gen = !a.model.empty() || !a.fake_responses.empty();
-  if (score == gen) fail("give either --responses FILE (score only) or -m DIR --out RUN_DIR (generate and score)");
+  if (score == gen)
+    fail("give either --responses FILE (score only) or -m DIR --out RUN_DIR (generate and score)");
   if (a.workers < 1) fail("--workers {}: must be at least 1", a.workers);
   if (a.timeout <= 0) fail("--timeout {}: must be positive", a.timeout);
   TaskOptions topt;
@@ -213,7 +223,8 @@ void run(const Args& args) {
     env.sandbox = sandbox.get();
     if (!a.json) fmt::print(stderr, "dllmq eval: sandbox isolation {}\n", sandbox->isolation());
   }
-  if (a.task == "math" && !a.no_sympy) env.math_equiv_helper = a.math_equiv.empty() ? default_math_equiv_helper() : a.math_equiv;
+  if (a.task == "math" && !a.no_sympy)
+    env.math_equiv_helper = a.math_equiv.empty() ? default_math_equiv_helper() : a.math_equiv;
   if (score)
     score_only(a, *task, env);
   else
@@ -223,23 +234,32 @@ void run(const Args& args) {
 }  // namespace
 
 void register_eval(CLI::App& app) {
-  auto* cmd = app.add_subcommand("eval", "Score benchmark responses (gsm8k, math, humaneval, mbpp), optionally generating them");
+  auto* cmd = app.add_subcommand(
+      "eval",
+      "Score benchmark responses (gsm8k, math, humaneval, mbpp), optionally generating them");
   auto a = std::make_shared<Args>();
   cmd->add_option("--task", a->task, "gsm8k | math | humaneval | mbpp");
-  cmd->add_option("--data", a->data, "task data file (math: file or directory holding test.jsonl, math500/)");
+  cmd->add_option("--data", a->data,
+                  "task data file (math: file or directory holding test.jsonl, math500/)");
   cmd->add_option("--responses", a->responses, "score only: JSONL of {task_id, response}");
-  cmd->add_flag("--chat", a->chat, "instruct model: chat template for prompts, Fast-dLLM code post-processing");
+  cmd->add_flag("--chat", a->chat,
+                "instruct model: chat template for prompts, Fast-dLLM code post-processing");
   cmd->add_flag("--json", a->json, "print one JSON object");
   cmd->add_option("--subset", a->subset, "math: math500");
-  cmd->add_option("--train", a->train, "gsm8k: few-shot source (default: train.jsonl beside --data)");
-  cmd->add_option("--show-prompt", a->show_prompt, "print the plain-text prompt of this task_id and exit");
+  cmd->add_option("--train", a->train,
+                  "gsm8k: few-shot source (default: train.jsonl beside --data)");
+  cmd->add_option("--show-prompt", a->show_prompt,
+                  "print the plain-text prompt of this task_id and exit");
   cmd->add_option("--details", a->details, "score only: write per-sample results as JSONL");
   cmd->add_flag("--no-stop", a->no_stop, "do not cut responses at the task's stop strings");
-  cmd->add_option("--workers", a->workers, "parallel sandboxed programs / sympy helpers (default 2)");
+  cmd->add_option("--workers", a->workers,
+                  "parallel sandboxed programs / sympy helpers (default 2)");
   cmd->add_option("--timeout", a->timeout, "wall-clock seconds per program (default 10)");
   cmd->add_option("--mem-mb", a->mem_mb, "address-space limit per program in MiB (default 4096)");
-  cmd->add_option("--python", a->python, "python3 for programs and the sympy helper (default /usr/bin/python3)");
-  cmd->add_flag("--no-sympy", a->no_sympy, "math: skip the sympy equivalence (exact_match_sympy = null)");
+  cmd->add_option("--python", a->python,
+                  "python3 for programs and the sympy helper (default /usr/bin/python3)");
+  cmd->add_flag("--no-sympy", a->no_sympy,
+                "math: skip the sympy equivalence (exact_match_sympy = null)");
   cmd->add_option("--math-equiv", a->math_equiv, "math: path of tools/eval/math_equiv.py");
   cmd->add_option("-m,--model", a->model, "generate with this model directory");
   cmd->add_option("--out", a->out, "run directory (samples JSONL, config, summary)");
@@ -247,14 +267,18 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--shard", a->shard, "i/n: documents with index % n == i");
   cmd->add_flag("--resume", a->resume, "continue the run in --out, skipping finished samples");
   cmd->add_option("--system", a->system, "system message for --chat");
-  cmd->add_option("--fake-responses", a->fake_responses, "testing: 'generate' by looking answers up in a JSONL")
+  cmd->add_option("--fake-responses", a->fake_responses,
+                  "testing: 'generate' by looking answers up in a JSONL")
       ->group("");
-  cmd->add_option("--fake-delay-ms", a->fake_delay_ms, "testing: delay per fake generation")->group("");
+  cmd->add_option("--fake-delay-ms", a->fake_delay_ms, "testing: delay per fake generation")
+      ->group("");
   add_generate_flags(cmd, a->gen);
 
-  auto* merge = cmd->add_subcommand("merge", "Combine the shard files of run directories into one summary");
+  auto* merge =
+      cmd->add_subcommand("merge", "Combine the shard files of run directories into one summary");
   merge->add_option("dirs", a->merge_dirs, "run directories")->required();
-  merge->add_option("--out", a->merge_out, "write samples.merged.jsonl and summary.merged.{json,md} here");
+  merge->add_option("--out", a->merge_out,
+                    "write samples.merged.jsonl and summary.merged.{json,md} here");
   merge->add_flag("--json", a->json, "print one JSON object");
   merge->callback([a] { print_summary(merge_runs(a->merge_dirs, a->merge_out), a->json); });
   cmd->require_subcommand(0, 1);

@@ -50,15 +50,17 @@ void run(const Args& a) {
   auto model = Model::load(dir);
   const ModelConfig& cfg = model->config();
   TextCodec codec(*model);
-  if (a.prompt.empty() == a.prompt_ids.empty()) fail("give exactly one of --prompt TEXT and --prompt-ids IDS");
+  if (a.prompt.empty() == a.prompt_ids.empty())
+    fail("give exactly one of --prompt TEXT and --prompt-ids IDS");
   std::vector<int32_t> prompt = a.prompt_ids.empty() ? codec.prompt_ids(a.prompt, a.chat, a.system)
                                                      : parse_id_list(a.prompt_ids, "--prompt-ids");
   GenerateOptions opt = resolve_generate_flags(a.gen);
   opt.eot_id = codec.eot_id();
-  fmt::print(stderr, "dllmq: model {} | prompt {} tokens | {}\n", dir, prompt.size(), describe(opt, cfg));
+  fmt::print(stderr, "dllmq: model {} | prompt {} tokens | {}\n", dir, prompt.size(),
+             describe(opt, cfg));
 
   const bool tty = isatty(STDERR_FILENO);
-  size_t printed = 0;  // bytes of answer text already streamed
+  size_t printed = 0;                                     // bytes of answer text already streamed
   nlohmann::json reveal_steps = nlohmann::json::array();  // positions revealed at each step
   nlohmann::json step_blocks = nlohmann::json::array();   // block index of each step
   int streamed_blocks = 0;
@@ -91,11 +93,16 @@ void run(const Args& a) {
   const std::string text = codec.answer_text(r.tokens);
   const double tps = r.time_s > 0 ? r.tokens.size() / r.time_s : 0.0;
   if (a.json) {
-    nlohmann::json j = {{"tokens", r.tokens},         {"nfe", r.nfe},
-                        {"steps", r.steps},           {"time_s", r.time_s},
-                        {"tokens_per_s", tps},        {"kv_bytes", r.kv_bytes},
-                        {"kv_bytes_fp16", r.kv_bytes_fp16}, {"kv_store", r.kv_store},
-                        {"prompt_tokens", prompt.size()},   {"peak_rss_bytes", peak_rss_bytes()}};
+    nlohmann::json j = {{"tokens", r.tokens},
+                        {"nfe", r.nfe},
+                        {"steps", r.steps},
+                        {"time_s", r.time_s},
+                        {"tokens_per_s", tps},
+                        {"kv_bytes", r.kv_bytes},
+                        {"kv_bytes_fp16", r.kv_bytes_fp16},
+                        {"kv_store", r.kv_store},
+                        {"prompt_tokens", prompt.size()},
+                        {"peak_rss_bytes", peak_rss_bytes()}};
     if (codec.available()) j["text"] = text;
     j["reveal_steps"] = std::move(reveal_steps);
     j["step_blocks"] = std::move(step_blocks);
@@ -104,16 +111,19 @@ void run(const Args& a) {
   }
   if (!codec.available()) {
     std::string ids;
-    for (size_t i = 0; i < r.tokens.size(); ++i) ids += fmt::format("{}{}", i ? "," : "", r.tokens[i]);
+    for (size_t i = 0; i < r.tokens.size(); ++i)
+      ids += fmt::format("{}{}", i ? "," : "", r.tokens[i]);
     std::puts(ids.c_str());
   } else {
     if (text.size() > printed) std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
     std::fputc('\n', stdout);
   }
-  fmt::print(stderr, "dllmq: {} tokens in {:.2f} s ({:.1f} tokens/s), NFE {}, steps {}, KV {} bytes ({} at fp16), "
-             "peak RSS {:.1f} MiB\n",
-             r.tokens.size(), r.time_s, tps, r.nfe, r.steps, r.kv_bytes, r.kv_bytes_fp16,
-             peak_rss_bytes() / 1048576.0);
+  fmt::print(
+      stderr,
+      "dllmq: {} tokens in {:.2f} s ({:.1f} tokens/s), NFE {}, steps {}, KV {} bytes ({} at fp16), "
+      "peak RSS {:.1f} MiB\n",
+      r.tokens.size(), r.time_s, tps, r.nfe, r.steps, r.kv_bytes, r.kv_bytes_fp16,
+      peak_rss_bytes() / 1048576.0);
 }
 
 }  // namespace
@@ -121,12 +131,14 @@ void run(const Args& a) {
 void register_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate an answer with diffusion decoding");
   auto a = std::make_shared<Args>();
-  cmd->add_option("-m,--model", a->model, "model directory (default: the embedded dllmq-synth-tiny)");
+  cmd->add_option("-m,--model", a->model,
+                  "model directory (default: the embedded dllmq-synth-tiny)");
   cmd->add_option("-p,--prompt", a->prompt, "prompt text (tokenized with the model's tokenizer)");
   cmd->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, used as given (no BOS added)");
   cmd->add_flag("--chat", a->chat, "wrap --prompt in the model's chat template");
   cmd->add_option("--system", a->system, "system message for --chat");
-  cmd->add_flag("--show-steps", a->show_steps, "redraw the canvas on stderr as tokens are revealed");
+  cmd->add_flag("--show-steps", a->show_steps,
+                "redraw the canvas on stderr as tokens are revealed");
   cmd->add_flag("--json", a->json, "print one JSON object");
   add_generate_flags(cmd, a->gen);
   cmd->callback([a] { run(*a); });

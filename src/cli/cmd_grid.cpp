@@ -3,8 +3,8 @@
 //
 // GRID.json:
 //   {"out": "runs/g1", "model": "DIR",
-//    "tasks": [{"task": "gsm8k", "data": "shared/data/gsm8k/test.jsonl", "limit": 100, "chat": true}],
-//    "fixed": {"block-length": 32},                       // flags given to every run
+//    "tasks": [{"task": "gsm8k", "data": "shared/data/gsm8k/test.jsonl", "limit": 100, "chat":
+//    true}], "fixed": {"block-length": 32},                       // flags given to every run
 //    "grid":  {"gen-length": [256, 512], "threshold": [null, 0.9], "cache": ["none", "prefix"]},
 //    "args":  ["--workers", "2"]}                          // extra eval arguments, verbatim
 // Keys are `dllmq eval` flag names without "--"; null leaves the flag out, true passes it bare.
@@ -42,7 +42,8 @@ std::string value_text(const nlohmann::json& v) {
 }
 
 // Directory-name-safe "k=v,k=v" label of one grid point.
-std::string label(const std::vector<std::pair<std::string, nlohmann::json>>& point, const nlohmann::json& grid) {
+std::string label(const std::vector<std::pair<std::string, nlohmann::json>>& point,
+                  const nlohmann::json& grid) {
   std::string s;
   for (const auto& [k, v] : point) {
     if (grid.at(k).size() < 2) continue;  // single-valued axes are the same everywhere
@@ -53,11 +54,13 @@ std::string label(const std::vector<std::pair<std::string, nlohmann::json>>& poi
   return s.empty() ? "default" : s;
 }
 
-void add_flag(std::vector<std::string>& argv, const std::string& key, const nlohmann::json& v, const std::string& cfg) {
+void add_flag(std::vector<std::string>& argv, const std::string& key, const nlohmann::json& v,
+              const std::string& cfg) {
   if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return;
   argv.push_back("--" + key);
   if (v.is_boolean()) return;
-  if (!v.is_string() && !v.is_number()) fail("{}: value of '{}' must be a string, number, bool or null", cfg, key);
+  if (!v.is_string() && !v.is_number())
+    fail("{}: value of '{}' must be a string, number, bool or null", cfg, key);
   argv.push_back(value_text(v));
 }
 
@@ -215,7 +218,8 @@ std::pair<std::string, std::string> averages_and_plot(const std::vector<RunRow>&
 void run_grid(const std::string& cfg_path, bool dry_run) {
   const auto cfg = nlohmann::json::parse(eval::read_text_file(cfg_path), nullptr, false);
   if (cfg.is_discarded() || !cfg.is_object()) fail("{}: not a JSON object", cfg_path);
-  if (!cfg.contains("out") || !cfg["out"].is_string()) fail("{}: needs \"out\" (base run directory)", cfg_path);
+  if (!cfg.contains("out") || !cfg["out"].is_string())
+    fail("{}: needs \"out\" (base run directory)", cfg_path);
   if (!cfg.contains("tasks") || !cfg["tasks"].is_array() || cfg["tasks"].empty())
     fail("{}: needs a non-empty \"tasks\" list", cfg_path);
   const std::string out = cfg["out"];
@@ -225,7 +229,8 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
   if (cfg.contains("grid")) {
     if (!cfg["grid"].is_object()) fail("{}: \"grid\" must map flag names to value lists", cfg_path);
     for (const auto& [k, vals] : cfg["grid"].items()) {
-      if (!vals.is_array() || vals.empty()) fail("{}: grid axis '{}' needs a non-empty list", cfg_path, k);
+      if (!vals.is_array() || vals.empty())
+        fail("{}: grid axis '{}' needs a non-empty list", cfg_path, k);
       std::vector<std::vector<std::pair<std::string, nlohmann::json>>> next;
       for (const auto& p : points)
         for (const auto& v : vals) {
@@ -240,16 +245,19 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
   for (const auto& [k, v] : grid.items()) axes.push_back(k);
   nlohmann::json results = nlohmann::json::array();
   std::vector<RunRow> rows;
-  std::string md = "| task | point | n | metrics | tokens/s | mean NFE |\n|---|---|---|---|---|---|\n";
+  std::string md =
+      "| task | point | n | metrics | tokens/s | mean NFE |\n|---|---|---|---|---|---|\n";
   int failures = 0;
   for (const auto& t : cfg["tasks"]) {
-    if (!t.is_object() || !t.contains("task") || !t.contains("data")) fail("{}: each task needs \"task\" and \"data\"", cfg_path);
+    if (!t.is_object() || !t.contains("task") || !t.contains("data"))
+      fail("{}: each task needs \"task\" and \"data\"", cfg_path);
     const std::string task = t["task"];
     for (size_t pi = 0; pi < points.size(); ++pi) {
       const auto& point = points[pi];
       const std::string dir = (fs::path(out) / task / label(point, grid)).string();
-      std::vector<std::string> argv = {"dllmq", "eval", "--task", task, "--data", t["data"].get<std::string>(),
-                                       "--out", dir, "--resume", "--json"};
+      std::vector<std::string> argv = {
+          "dllmq", "eval", "--task",   task,    "--data", t["data"].get<std::string>(),
+          "--out", dir,    "--resume", "--json"};
       if (cfg.contains("model")) add_flag(argv, "model", cfg["model"], cfg_path);
       for (const auto& [k, v] : t.items())
         if (k != "task" && k != "data") add_flag(argv, k, v, cfg_path);
@@ -264,7 +272,8 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
       if (dry_run) continue;
       fs::create_directories(dir);
       const int rc = run_child(argv, (fs::path(dir) / "eval.stdout").string());
-      nlohmann::json r = {{"task", task}, {"point", label(point, grid)}, {"run_dir", dir}, {"exit_code", rc}};
+      nlohmann::json r = {
+          {"task", task}, {"point", label(point, grid)}, {"run_dir", dir}, {"exit_code", rc}};
       RunRow row;
       row.task = task, row.label = label(point, grid), row.point = pi, row.exit_code = rc;
       for (const auto& [k, v] : point) row.values.push_back(v);
@@ -279,11 +288,13 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
           metrics += fmt::format("{}{} {}", metrics.empty() ? "" : ", ", m.get<std::string>(),
                                  v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : "n/a");
         }
-        md += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |\n", task, label(point, grid), s.value("n", 0), metrics,
-                          s.value("tokens_per_s", 0.0), s.value("mean_nfe", 0.0));
+        md += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |\n", task, label(point, grid),
+                          s.value("n", 0), metrics, s.value("tokens_per_s", 0.0),
+                          s.value("mean_nfe", 0.0));
       } else {
         ++failures;
-        md += fmt::format("| {} | {} | - | run failed (exit {}) | - | - |\n", task, label(point, grid), rc);
+        md += fmt::format("| {} | {} | - | run failed (exit {}) | - | - |\n", task,
+                          label(point, grid), rc);
       }
       results.push_back(std::move(r));
       rows.push_back(std::move(row));
@@ -295,19 +306,22 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
   const auto [avg, legend] = averages_and_plot(rows, points.size(), cfg["tasks"].size(),
                                                (fs::path(out) / "grid.png").string());
   md += avg;
-  md += "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x), one\n"
-        "marker per setting; hollow = no fp16 KV size recorded, drawn at 16 bits.\n\n";
+  md +=
+      "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x), one\n"
+      "marker per setting; hollow = no fp16 KV size recorded, drawn at 16 bits.\n\n";
   md += legend;
   std::ofstream(fs::path(out) / "grid.md") << md;
   std::ofstream(fs::path(out) / "grid.csv") << grid_csv(rows, axes);
   std::fputs(md.c_str(), stdout);
-  if (failures) fail("grid: {} of {} runs failed (see {}/grid.json)", failures, results.size(), out);
+  if (failures)
+    fail("grid: {} of {} runs failed (see {}/grid.json)", failures, results.size(), out);
 }
 
 }  // namespace
 
 void register_grid(CLI::App& app) {
-  auto* cmd = app.add_subcommand("grid", "Run dllmq eval over a grid of decoding settings (GRID.json)");
+  auto* cmd =
+      app.add_subcommand("grid", "Run dllmq eval over a grid of decoding settings (GRID.json)");
   auto cfg = std::make_shared<std::string>();
   auto dry = std::make_shared<bool>(false);
   cmd->add_option("--config", *cfg, "grid description (see docs/eval.md)")->required();

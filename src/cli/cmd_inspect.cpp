@@ -47,13 +47,15 @@ void register_inspect(CLI::App& app) {
                c.logits_shift ? ", logits shifted by 1 (row j predicts token j+1)" : "");
     fmt::print("layers         {}\n", c.n_layers);
     fmt::print("d_model        {}\n", c.d_model);
-    fmt::print("heads          {} query, {} KV (head dim {}){}\n", c.n_heads, c.n_kv_heads, c.head_dim,
-               c.n_heads != c.n_kv_heads ? ", grouped-query" : "");
+    fmt::print("heads          {} query, {} KV (head dim {}){}\n", c.n_heads, c.n_kv_heads,
+               c.head_dim, c.n_heads != c.n_kv_heads ? ", grouped-query" : "");
     fmt::print("mlp hidden     {}\n", c.mlp_hidden);
     fmt::print("vocab          {} (mask {}, eos {})\n", c.vocab_size, c.mask_id, c.eos_id);
     fmt::print("rope theta     {}\n", c.rope_theta);
-    fmt::print("parameters     {} ({:.3f} B)\n", m->weights().n_params, m->weights().n_params / 1e9);
-    fmt::print("weights        {} bytes, dtype {} (memory-mapped)\n", wbytes, dtype_name(m->weights().dtype));
+    fmt::print("parameters     {} ({:.3f} B)\n", m->weights().n_params,
+               m->weights().n_params / 1e9);
+    fmt::print("weights        {} bytes, dtype {} (memory-mapped)\n", wbytes,
+               dtype_name(m->weights().dtype));
     fmt::print("KV per token   {} bytes at fp16 (K+V, all layers)\n", c.kv_bytes_per_token_fp16());
   });
 }

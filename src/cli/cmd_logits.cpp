@@ -24,7 +24,8 @@ void register_logits(CLI::App& app) {
     const auto ids = parse_id_list(*ids_s, "--ids");
     const int vocab = m->config().vocab_size;
     for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] >= vocab) fail("--ids: token id {} at index {} outside the vocabulary [0, {})", ids[i], i, vocab);
+      if (ids[i] >= vocab)
+        fail("--ids: token id {} at index {} outside the vocabulary [0, {})", ids[i], i, vocab);
     const int n = static_cast<int>(ids.size());
     std::vector<float> logits(size_t(n) * vocab);  // [n, vocab]
     ForwardArgs a;

@@ -24,15 +24,18 @@ namespace fs = std::filesystem;
 
 struct TokenizeArgs {
   std::string model, tokenizer, text, text_file, ids, bench, system;
-  bool json = false, no_special = false, skip_special = false, chat = false, ids_only = false, no_cache = false;
+  bool json = false, no_special = false, skip_special = false, chat = false, ids_only = false,
+       no_cache = false;
   int repeat = 3;
 };
 
-// FILE: a directory (model dir), tokenizer.json, *.tiktoken (Qwen pattern + Dream specials) or vocab.json
-// (merges.txt beside it).
+// FILE: a directory (model dir), tokenizer.json, *.tiktoken (Qwen pattern + Dream specials) or
+// vocab.json (merges.txt beside it).
 std::unique_ptr<Tokenizer> open_tokenizer(const TokenizeArgs& a) {
-  if (!a.model.empty() && !a.tokenizer.empty()) fail("tokenize: give either -m/--model or --tokenizer, not both");
-  if (a.model.empty() && a.tokenizer.empty()) fail("tokenize: needs -m/--model DIR or --tokenizer FILE");
+  if (!a.model.empty() && !a.tokenizer.empty())
+    fail("tokenize: give either -m/--model or --tokenizer, not both");
+  if (a.model.empty() && a.tokenizer.empty())
+    fail("tokenize: needs -m/--model DIR or --tokenizer FILE");
   if (!a.model.empty()) {
     auto t = load_tokenizer_for_model(a.model);
     if (!t) fail("{}", missing_tokenizer_message(a.model));
@@ -46,7 +49,8 @@ std::unique_ptr<Tokenizer> open_tokenizer(const TokenizeArgs& a) {
   }
   if (!fs::exists(p)) fail("{}: no such file", a.tokenizer);
   if (p.extension() == ".tiktoken") return load_tiktoken(a.tokenizer, qwen_special_tokens());
-  if (p.filename() == "vocab.json") return load_vocab_merges(a.tokenizer, (p.parent_path() / "merges.txt").string());
+  if (p.filename() == "vocab.json")
+    return load_vocab_merges(a.tokenizer, (p.parent_path() / "merges.txt").string());
   return load_tokenizer_json(a.tokenizer);
 }
 
@@ -58,8 +62,8 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-// Encodes FILE single-threaded, line by line and as one string, `repeat` timed passes each after one
-// warm-up pass; reports the best pass of each.
+// Encodes FILE single-threaded, line by line and as one string, `repeat` timed passes each after
+// one warm-up pass; reports the best pass of each.
 void run_bench(const Tokenizer& tok, const TokenizeArgs& a) {
   const std::string data = read_all(a.bench);
   std::vector<std::string_view> lines;
@@ -75,16 +79,19 @@ void run_bench(const Tokenizer& tok, const TokenizeArgs& a) {
     for (int r = 0; r < std::max(1, a.repeat); ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       pass();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     return best;
   };
   size_t n_lines_tokens = 0, n_whole_tokens = 0;
-  const double t_lines = time_best([&] {
-    size_t n = 0;
-    for (auto l : lines) n += tok.encode(l).size();
-    return n;
-  }, n_lines_tokens);
+  const double t_lines = time_best(
+      [&] {
+        size_t n = 0;
+        for (auto l : lines) n += tok.encode(l).size();
+        return n;
+      },
+      n_lines_tokens);
   const double t_whole = time_best([&] { return tok.encode(data).size(); }, n_whole_tokens);
   const double mb = data.size() / 1e6;
   if (a.json) {
@@ -104,11 +111,12 @@ void run_bench(const Tokenizer& tok, const TokenizeArgs& a) {
                   .c_str());
     return;
   }
-  fmt::print("tokenizer  {}\nfile       {} ({} bytes, {} lines)\n", tok.source(), a.bench, data.size(), lines.size());
-  fmt::print("by line    {:.2f} MB/s ({} tokens, best of {} single-thread passes: {:.3f} s){}\n", mb / t_lines,
-             n_lines_tokens, a.repeat, t_lines, a.no_cache ? ", word cache off" : "");
-  fmt::print("whole file {:.2f} MB/s ({} tokens, best of {} single-thread passes: {:.3f} s){}\n", mb / t_whole,
-             n_whole_tokens, a.repeat, t_whole, a.no_cache ? ", word cache off" : "");
+  fmt::print("tokenizer  {}\nfile       {} ({} bytes, {} lines)\n", tok.source(), a.bench,
+             data.size(), lines.size());
+  fmt::print("by line    {:.2f} MB/s ({} tokens, best of {} single-thread passes: {:.3f} s){}\n",
+             mb / t_lines, n_lines_tokens, a.repeat, t_lines, a.no_cache ? ", word cache off" : "");
+  fmt::print("whole file {:.2f} MB/s ({} tokens, best of {} single-thread passes: {:.3f} s){}\n",
+             mb / t_whole, n_whole_tokens, a.repeat, t_whole, a.no_cache ? ", word cache off" : "");
 }
 
 void run(const TokenizeArgs& a) {
@@ -118,8 +126,10 @@ void run(const TokenizeArgs& a) {
   if (!a.ids.empty()) {
     const auto ids = parse_id_list(a.ids, "--ids");
     const std::string text = tok->decode(ids, a.skip_special);
-    if (a.json) std::puts(nlohmann::json{{"ids", ids}, {"text", text}}.dump().c_str());
-    else std::fwrite(text.data(), 1, text.size(), stdout), std::puts("");
+    if (a.json)
+      std::puts(nlohmann::json{{"ids", ids}, {"text", text}}.dump().c_str());
+    else
+      std::fwrite(text.data(), 1, text.size(), stdout), std::puts("");
     return;
   }
   const int n_inputs = !a.text.empty() + !a.text_file.empty();
@@ -127,9 +137,13 @@ void run(const TokenizeArgs& a) {
   std::string text = a.text.empty() ? read_all(a.text_file) : a.text;
   if (a.chat) {
     auto fmt_ = chat_format_for(*tok);
-    if (!fmt_) fail("{}: --chat: tokenizer has neither LLaDA (<|start_header_id|>) nor Qwen (<|im_start|>) chat tokens",
-                    tok->source());
-    text = render_chat(*fmt_, text, a.system.empty() ? std::nullopt : std::optional<std::string_view>(a.system));
+    if (!fmt_)
+      fail(
+          "{}: --chat: tokenizer has neither LLaDA (<|start_header_id|>) nor Qwen (<|im_start|>) "
+          "chat tokens",
+          tok->source());
+    text = render_chat(*fmt_, text,
+                       a.system.empty() ? std::nullopt : std::optional<std::string_view>(a.system));
   }
   const auto ids = tok->encode(text, !a.no_special);
   if (a.ids_only) {
@@ -142,7 +156,8 @@ void run(const TokenizeArgs& a) {
     pieces.push_back(utf8_lossy(tok->token_bytes(id).value_or("")));
   }
   if (a.json) {
-    nlohmann::json j{{"ids", ids}, {"tokens", tokens}, {"pieces", pieces}, {"n_tokens", ids.size()}};
+    nlohmann::json j{
+        {"ids", ids}, {"tokens", tokens}, {"pieces", pieces}, {"n_tokens", ids.size()}};
     if (a.chat) j["text"] = text;
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return;
@@ -156,12 +171,15 @@ void run(const TokenizeArgs& a) {
 }  // namespace
 
 void register_tokenize(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tokenize", "Text -> token ids (and back) with a model's tokenizer");
+  auto* cmd =
+      app.add_subcommand("tokenize", "Text -> token ids (and back) with a model's tokenizer");
   auto a = std::make_shared<TokenizeArgs>();
-  cmd->add_option("-m,--model", a->model, "model directory (tokenizer.json, vocab.json+merges.txt or *.tiktoken)");
-  cmd->add_option("--tokenizer", a->tokenizer,
-                  "tokenizer file instead of a model: tokenizer.json, vocab.json (merges.txt beside it) or a "
-                  ".tiktoken rank file (Qwen2 pattern and Dream specials)");
+  cmd->add_option("-m,--model", a->model,
+                  "model directory (tokenizer.json, vocab.json+merges.txt or *.tiktoken)");
+  cmd->add_option(
+      "--tokenizer", a->tokenizer,
+      "tokenizer file instead of a model: tokenizer.json, vocab.json (merges.txt beside it) or a "
+      ".tiktoken rank file (Qwen2 pattern and Dream specials)");
   cmd->add_option("--text", a->text, "text to encode");
   cmd->add_option("--file", a->text_file, "encode the contents of this file");
   cmd->add_option("--ids", a->ids, "decode these comma-separated ids instead");
@@ -171,9 +189,12 @@ void register_tokenize(CLI::App& app) {
   cmd->add_option("--system", a->system, "with --chat: system message");
   cmd->add_flag("--json", a->json, "print one JSON object");
   cmd->add_flag("--ids-only", a->ids_only, "print only the comma-separated ids");
-  cmd->add_option("--bench", a->bench, "measure single-thread encode MB/s over this file (line by line)");
-  cmd->add_flag("--no-cache", a->no_cache, "with --bench: disable the per-word cache (raw BPE speed)");
-  cmd->add_option("--repeat", a->repeat, "with --bench: timed passes (best is reported)")->check(CLI::PositiveNumber);
+  cmd->add_option("--bench", a->bench,
+                  "measure single-thread encode MB/s over this file (line by line)");
+  cmd->add_flag("--no-cache", a->no_cache,
+                "with --bench: disable the per-word cache (raw BPE speed)");
+  cmd->add_option("--repeat", a->repeat, "with --bench: timed passes (best is reported)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([a] { run(*a); });
 }
 

@@ -14,27 +14,36 @@ namespace dllmq::cli {
 
 void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
   cmd->add_option("--gen-length", f.gen_length, "tokens to generate")->capture_default_str();
-  cmd->add_option("--block-length", f.block_length, "semi-autoregressive block length")->capture_default_str();
+  cmd->add_option("--block-length", f.block_length, "semi-autoregressive block length")
+      ->capture_default_str();
   cmd->add_option("--steps", f.steps, "total reveal steps over all blocks (default: gen length)");
-  cmd->add_option("--threshold", f.threshold, "Fast-dLLM confidence threshold tau (parallel decoding)");
+  cmd->add_option("--threshold", f.threshold,
+                  "Fast-dLLM confidence threshold tau (parallel decoding)");
   cmd->add_option("--factor", f.factor, "Fast-dLLM factor f (parallel decoding)");
   cmd->add_option("--cache", f.cache, "KV reuse: none | prefix | dual")->capture_default_str();
-  cmd->add_option("--alg", f.alg,
-                  "ranking: low_confidence (LLaDA default), random, entropy (Dream default), maskgit_plus, "
-                  "topk_margin, origin");
-  cmd->add_option("--temperature", f.temperature, "sampling temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option(
+      "--alg", f.alg,
+      "ranking: low_confidence (LLaDA default), random, entropy (Dream default), maskgit_plus, "
+      "topk_margin, origin");
+  cmd->add_option("--temperature", f.temperature, "sampling temperature (0 = greedy)")
+      ->capture_default_str();
   cmd->add_option("--top-p", f.top_p, "Dream: nucleus filter")->capture_default_str();
   cmd->add_option("--top-k", f.top_k, "Dream: top-k filter (0 = off)")->capture_default_str();
-  cmd->add_option("--alg-temp", f.alg_temp, "Dream: temperature over confidences when choosing")->capture_default_str();
+  cmd->add_option("--alg-temp", f.alg_temp, "Dream: temperature over confidences when choosing")
+      ->capture_default_str();
   cmd->add_option("--eps", f.eps, "Dream: end of the timestep schedule")->capture_default_str();
-  cmd->add_option("--cfg-scale", f.cfg_scale, "LLaDA classifier-free guidance scale")->capture_default_str();
+  cmd->add_option("--cfg-scale", f.cfg_scale, "LLaDA classifier-free guidance scale")
+      ->capture_default_str();
   cmd->add_flag("--logits-eos-inf", f.logits_eos_inf, "never propose EOS");
-  cmd->add_flag("--confidence-eos-eot-inf", f.confidence_eos_eot_inf, "EOS/EoT proposals get zero confidence");
-  cmd->add_flag("--early-stop", f.early_stop, "stop once a completed block is all EOS (off: reference parity)");
+  cmd->add_flag("--confidence-eos-eot-inf", f.confidence_eos_eot_inf,
+                "EOS/EoT proposals get zero confidence");
+  cmd->add_flag("--early-stop", f.early_stop,
+                "stop once a completed block is all EOS (off: reference parity)");
   cmd->add_option("--seed", f.seed, "seed for every stochastic path")->capture_default_str();
   cmd->add_option("--kv", f.kv, "KV store: fp32 | fp16 | bf16")->capture_default_str();
-  cmd->add_option("--trace-cache", f.trace_cache,
-                  "JSONL file: per step and layer, error of reused K/V and attention vs a full recompute");
+  cmd->add_option(
+      "--trace-cache", f.trace_cache,
+      "JSONL file: per step and layer, error of reused K/V and attention vs a full recompute");
   cmd->add_option("--threads", f.threads, "OpenMP threads (0 = all cores)")->capture_default_str();
 }
 
@@ -70,12 +79,16 @@ std::string describe(const GenerateOptions& o, const ModelConfig& cfg) {
   std::string sched = o.threshold ? fmt::format("threshold {}", *o.threshold)
                       : o.factor  ? fmt::format("factor {}", *o.factor)
                                   : fmt::format("steps {}", o.steps);
-  const char* alg = o.alg ? rank_alg_name(*o.alg) : cfg.arch == Arch::kLLaDA ? "low_confidence" : "entropy";
-  return fmt::format("{} sampler: gen_length {}, {}, {}, cache {}, kv {}, alg {}, temperature {}, seed {}",
-                     arch_name(cfg.arch), o.gen_length,
-                     dream_canvas ? std::string("whole canvas (no blocks)") : fmt::format("block_length {}", o.block_length),
-                     sched, cache_mode_name(o.cache), o.cache == CacheMode::kNone ? "-" : o.kv, alg, o.temperature,
-                     o.seed);
+  const char* alg = o.alg                      ? rank_alg_name(*o.alg)
+                    : cfg.arch == Arch::kLLaDA ? "low_confidence"
+                                               : "entropy";
+  return fmt::format(
+      "{} sampler: gen_length {}, {}, {}, cache {}, kv {}, alg {}, temperature {}, seed {}",
+      arch_name(cfg.arch), o.gen_length,
+      dream_canvas ? std::string("whole canvas (no blocks)")
+                   : fmt::format("block_length {}", o.block_length),
+      sched, cache_mode_name(o.cache), o.cache == CacheMode::kNone ? "-" : o.kv, alg, o.temperature,
+      o.seed);
 }
 
 void apply_threads(int threads) {
@@ -99,7 +112,10 @@ std::string default_model_dir() {
   const char* kName = "models/dllmq-synth-tiny";
   const std::string dir = repo_path(std::string(kName) + "/config.json");
   if (dir.empty())
-    fail("no -m given and the embedded default model ({}) was not found; pass -m DIR or set DLLMQ_MODEL", kName);
+    fail(
+        "no -m given and the embedded default model ({}) was not found; pass -m DIR or set "
+        "DLLMQ_MODEL",
+        kName);
   return std::filesystem::path(dir).parent_path().string();
 }
 

@@ -20,7 +20,8 @@ std::optional<std::string> plain_text_bos(const std::string& dir) {
   if (!in) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.value("add_bos_token", false)) return std::nullopt;
-  if (j.contains("bos_token") && j["bos_token"].is_string()) return j["bos_token"].get<std::string>();
+  if (j.contains("bos_token") && j["bos_token"].is_string())
+    return j["bos_token"].get<std::string>();
   if (j.contains("bos_token") && j["bos_token"].is_object() && j["bos_token"].contains("content"))
     return j["bos_token"]["content"].get<std::string>();
   return std::nullopt;
@@ -32,14 +33,17 @@ TextCodec::TextCodec(const Model& m) : m_(m) {
   tok_ = load_tokenizer_for_model(m.dir());
   eot_ = m.config().eot_id;
   if (eot_ < 0 && tok_) {
-    if (auto id = tok_->token_to_id("<|eot_id|>")) eot_ = *id;
-    else if (auto id2 = tok_->token_to_id("<|im_end|>")) eot_ = *id2;
+    if (auto id = tok_->token_to_id("<|eot_id|>"))
+      eot_ = *id;
+    else if (auto id2 = tok_->token_to_id("<|im_end|>"))
+      eot_ = *id2;
   }
 }
 
 TextCodec::~TextCodec() = default;
 
-std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat, const std::string& system) const {
+std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat,
+                                           const std::string& system) const {
   if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));
   if (chat) {
     const ChatFormat f = chat_format_for(*tok_).value_or(chat_format_for(m_.config().arch));

@@ -22,7 +22,8 @@ class TextCodec {
 
   bool available() const { return tok_ != nullptr; }
   // Throws naming the missing tokenizer file when the model directory has none.
-  std::vector<int32_t> prompt_ids(const std::string& text, bool chat, const std::string& system) const;
+  std::vector<int32_t> prompt_ids(const std::string& text, bool chat,
+                                  const std::string& system) const;
   // Generated ids up to the first EOS/EoT, decoded without special tokens ("" without tokenizer).
   std::string answer_text(std::span<const int32_t> gen) const;
   // One printable piece per id for the --show-steps canvas.

@@ -25,12 +25,21 @@ struct ErrAcc {
 class RecomputeObserver final : public LayerObserver {
  public:
   RecomputeObserver(const KvStore& store, const std::vector<PosRange>& cached,
-                    const std::vector<std::vector<float>>& attn, int q0, int q1, const ModelConfig& cfg,
-                    std::FILE* out, int block, int step, int nfe)
-      : store_(store), cached_(cached), attn_(attn), q0_(q0), q1_(q1), cfg_(cfg), out_(out),
-        block_(block), step_(step), nfe_(nfe) {}
+                    const std::vector<std::vector<float>>& attn, int q0, int q1,
+                    const ModelConfig& cfg, std::FILE* out, int block, int step, int nfe)
+      : store_(store),
+        cached_(cached),
+        attn_(attn),
+        q0_(q0),
+        q1_(q1),
+        cfg_(cfg),
+        out_(out),
+        block_(block),
+        step_(step),
+        nfe_(nfe) {}
 
-  void on_layer(int layer, int pos0, int n, const float* k_rot, const float* v, const float* a) override {
+  void on_layer(int layer, int pos0, int n, const float* k_rot, const float* v,
+                const float* a) override {
     const int hd = cfg_.head_dim, kvd = cfg_.kv_dim(), qd = cfg_.n_heads * hd;
     ErrAcc ek, ev, ea;
     size_t rows = 0;
@@ -52,9 +61,11 @@ class RecomputeObserver final : public LayerObserver {
     }
     const auto& mine = attn_[layer];
     for (int p = q0_; p < q1_; ++p)
-      for (int t = 0; t < qd; ++t) ea.add(mine[size_t(p - q0_) * qd + t], a[size_t(p - pos0) * qd + t]);
+      for (int t = 0; t < qd; ++t)
+        ea.add(mine[size_t(p - q0_) * qd + t], a[size_t(p - pos0) * qd + t]);
     fmt::print(out_,
-               "{{\"nfe\": {}, \"step\": {}, \"block\": {}, \"layer\": {}, \"cached_rows\": {}, \"query_rows\": {}, "
+               "{{\"nfe\": {}, \"step\": {}, \"block\": {}, \"layer\": {}, \"cached_rows\": {}, "
+               "\"query_rows\": {}, "
                "\"k_rel_err\": {:.6e}, \"v_rel_err\": {:.6e}, \"attn_rel_err\": {:.6e}}}\n",
                nfe_, step_, block_, layer, rows, q1_ - q0_, ek.rel(), ev.rel(), ea.rel());
   }
@@ -73,7 +84,8 @@ class RecomputeObserver final : public LayerObserver {
 
 CacheTracer::CacheTracer(const std::string& path, const ModelConfig& cfg) : path_(path) {
   out_ = std::fopen(path.c_str(), "w");
-  if (out_ == nullptr) fail("--trace-cache {}: cannot open for writing: {}", path, std::strerror(errno));
+  if (out_ == nullptr)
+    fail("--trace-cache {}: cannot open for writing: {}", path, std::strerror(errno));
   cached_.attn.resize(cfg.n_layers);
   cached_.qd = cfg.n_heads * cfg.head_dim;
 }
@@ -82,12 +94,14 @@ CacheTracer::~CacheTracer() {
   if (out_) std::fclose(out_);
 }
 
-void CacheTracer::CachedAttn::on_layer(int layer, int, int n, const float*, const float*, const float* a) {
+void CacheTracer::CachedAttn::on_layer(int layer, int, int n, const float*, const float*,
+                                       const float* a) {
   attn[layer].assign(a, a + size_t(n) * qd);
 }
 
 void CacheTracer::finish_step(Model& m, std::span<const int32_t> canvas, const KvStore& store,
-                              const std::vector<PosRange>& cached, int q0, int q1, int block, int step, int nfe) {
+                              const std::vector<PosRange>& cached, int q0, int q1, int block,
+                              int step, int nfe) {
   RecomputeObserver obs(store, cached, cached_.attn, q0, q1, m.config(), out_, block, step, nfe);
   ForwardArgs f;
   f.ids = canvas;

@@ -27,7 +27,8 @@ class CacheTracer {
 
   // Runs the full recompute over `canvas` and writes the errors of this step.
   void finish_step(Model& m, std::span<const int32_t> canvas, const KvStore& store,
-                   const std::vector<PosRange>& cached, int q0, int q1, int block, int step, int nfe);
+                   const std::vector<PosRange>& cached, int q0, int q1, int block, int step,
+                   int nfe);
 
  private:
   struct CachedAttn final : LayerObserver {

@@ -34,8 +34,10 @@ RankAlg parse_rank_alg(const std::string& s) {
   if (s == "topk_margin") return RankAlg::kTopkMargin;
   if (s == "entropy") return RankAlg::kEntropy;
   if (s == "origin") return RankAlg::kOrigin;
-  fail("--alg: unknown algorithm '{}' (expected low_confidence, random, maskgit_plus, topk_margin, "
-       "entropy or origin)", s);
+  fail(
+      "--alg: unknown algorithm '{}' (expected low_confidence, random, maskgit_plus, topk_margin, "
+      "entropy or origin)",
+      s);
 }
 
 const char* cache_mode_name(CacheMode m) {
@@ -44,12 +46,18 @@ const char* cache_mode_name(CacheMode m) {
 
 const char* rank_alg_name(RankAlg a) {
   switch (a) {
-    case RankAlg::kLowConfidence: return "low_confidence";
-    case RankAlg::kRandom: return "random";
-    case RankAlg::kMaskgitPlus: return "maskgit_plus";
-    case RankAlg::kTopkMargin: return "topk_margin";
-    case RankAlg::kEntropy: return "entropy";
-    case RankAlg::kOrigin: return "origin";
+    case RankAlg::kLowConfidence:
+      return "low_confidence";
+    case RankAlg::kRandom:
+      return "random";
+    case RankAlg::kMaskgitPlus:
+      return "maskgit_plus";
+    case RankAlg::kTopkMargin:
+      return "topk_margin";
+    case RankAlg::kEntropy:
+      return "entropy";
+    case RankAlg::kOrigin:
+      return "origin";
   }
   return "?";
 }
@@ -63,15 +71,21 @@ struct Candidate {
 
 // Descending confidence, ties to the lower position (a stable top-k).
 void rank_candidates(std::vector<Candidate>& c) {
-  std::stable_sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.p.conf > b.p.conf; });
+  std::stable_sort(c.begin(), c.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.p.conf > b.p.conf; });
 }
 
 enum class Rule { kQuota, kThreshold, kFactor };
 
 class Decoder {
  public:
-  Decoder(Model& m, std::span<const int32_t> prompt, const GenerateOptions& opt, const StepCallback& cb)
-      : m_(m), cfg_(m.config()), opt_(opt), cb_(cb), rng_(opt.seed),
+  Decoder(Model& m, std::span<const int32_t> prompt, const GenerateOptions& opt,
+          const StepCallback& cb)
+      : m_(m),
+        cfg_(m.config()),
+        opt_(opt),
+        cb_(cb),
+        rng_(opt.seed),
         eot_(cfg_.eot_id >= 0 ? cfg_.eot_id : opt.eot_id),
         policy_(resolve_alg(), opt, cfg_.eos_id, eot_, rng_) {
     P_ = static_cast<int>(prompt.size());
@@ -84,7 +98,8 @@ class Decoder {
       store_ = make_kv_store(opt.kv, {cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim}, m_.rope());
       store_->reset(N_);
     }
-    if (!opt.trace_cache.empty()) tracer_ = std::make_unique<CacheTracer>(opt.trace_cache, m_.config());
+    if (!opt.trace_cache.empty())
+      tracer_ = std::make_unique<CacheTracer>(opt.trace_cache, m_.config());
   }
 
   GenerateResult run() {
@@ -116,7 +131,8 @@ class Decoder {
     RankAlg a = opt_.alg.value_or(llada ? RankAlg::kLowConfidence : RankAlg::kEntropy);
     if (llada && a != RankAlg::kLowConfidence && a != RankAlg::kRandom)
       fail("--alg {}: LLaDA's sampler ranks by low_confidence or random", rank_alg_name(a));
-    if (!llada && a == RankAlg::kRandom) fail("--alg random: Dream's sampler has no random ranking (use origin)");
+    if (!llada && a == RankAlg::kRandom)
+      fail("--alg random: Dream's sampler has no random ranking (use origin)");
     if (!llada && a == RankAlg::kLowConfidence) a = RankAlg::kMaskgitPlus;  // same rule: max prob
     return a;
   }
@@ -151,7 +167,8 @@ class Decoder {
 
   // Cached forward of canvas rows [q0, q1) attending to stored `cached` rows; returns the raw
   // logits rows `rows` (canvas rows inside [q0, q1)).
-  const float* cached_forward(int q0, int q1, std::vector<PosRange> cached, PosRange rows, int block) {
+  const float* cached_forward(int q0, int q1, std::vector<PosRange> cached, PosRange rows,
+                              int block) {
     ForwardArgs f;
     f.ids = std::span<const int32_t>(x_).subspan(q0, q1 - q0);
     f.pos0 = q0;
@@ -207,9 +224,12 @@ class Decoder {
     std::vector<double> sorted(c.size());
     for (size_t i = 0; i < c.size(); ++i) sorted[i] = c[i].p.conf;
     switch (rule_) {
-      case Rule::kQuota: return std::min<int>(quota, static_cast<int>(c.size()));
-      case Rule::kThreshold: return threshold_count(sorted, *opt_.threshold);
-      case Rule::kFactor: return factor_count(sorted, *opt_.factor);
+      case Rule::kQuota:
+        return std::min<int>(quota, static_cast<int>(c.size()));
+      case Rule::kThreshold:
+        return threshold_count(sorted, *opt_.threshold);
+      case Rule::kFactor:
+        return factor_count(sorted, *opt_.factor);
     }
     return 0;
   }
@@ -235,8 +255,10 @@ class Decoder {
     if (B <= 0 || G % B != 0) fail("--gen-length {} is not a multiple of --block-length {}", G, B);
     *n_blocks = G / B;
     if (opt_.steps <= 0 || opt_.steps % *n_blocks != 0)
-      fail("--steps {} is not a multiple of the number of blocks {} (= gen length {} / block length {})",
-           opt_.steps, *n_blocks, G, B);
+      fail(
+          "--steps {} is not a multiple of the number of blocks {} (= gen length {} / block length "
+          "{})",
+          opt_.steps, *n_blocks, G, B);
     *spb = opt_.steps / *n_blocks;
   }
 
@@ -244,7 +266,8 @@ class Decoder {
     int nb = 0, spb = 0;
     check_blocks(&nb, &spb);
     const bool dream = cfg_.arch == Arch::kDream;
-    if (dream && P_ == 0) fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
+    if (dream && P_ == 0)
+      fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
     if (opt_.cfg_scale > 0 && opt_.cache != CacheMode::kNone)
       fail("--cfg-scale is defined for --cache none only (LLaDA's generate)");
     const auto ts = dream_timesteps(spb, opt_.eps);
@@ -346,7 +369,8 @@ class Decoder {
     }
   }
 
-  // Top-k by confidence, or (alg_temp > 0) k draws without replacement from softmax(conf / alg_temp).
+  // Top-k by confidence, or (alg_temp > 0) k draws without replacement from softmax(conf /
+  // alg_temp).
   void choose_and_reveal(std::vector<Candidate>& c, int k, int block) {
     k = std::min<int>(k, static_cast<int>(c.size()));
     if (k <= 0 || opt_.alg_temp <= 0.0) {
@@ -401,7 +425,8 @@ class Decoder {
     if (P_ == 0) fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
     int steps = opt_.steps;
     if (steps <= 0 || opt_.gen_length % steps != 0)
-      fail("--steps {} must divide --gen-length {} for Dream's global threshold decoding", steps, opt_.gen_length);
+      fail("--steps {} must divide --gen-length {} for Dream's global threshold decoding", steps,
+           opt_.gen_length);
     int q = opt_.gen_length / steps, carry = 0;
     for (int i = 0; i < steps; ++i) {
       const float* lg = full_forward(P_, N_, {});

@@ -31,30 +31,30 @@ struct GenerateOptions {
   std::optional<double> threshold;  // Fast-dLLM confidence threshold tau
   std::optional<double> factor;     // Fast-dLLM factor f
   CacheMode cache = CacheMode::kNone;
-  std::optional<RankAlg> alg;       // default: low_confidence (LLaDA), entropy (Dream)
+  std::optional<RankAlg> alg;  // default: low_confidence (LLaDA), entropy (Dream)
   double temperature = 0.0;
-  double top_p = 1.0;               // Dream sampling filters
+  double top_p = 1.0;  // Dream sampling filters
   int top_k = 0;
-  double alg_temp = 0.0;            // Dream: softmax temperature over confidences when choosing
-  double eps = 1e-3;                // Dream timestep schedule end
-  double cfg_scale = 0.0;           // LLaDA classifier-free guidance
+  double alg_temp = 0.0;   // Dream: softmax temperature over confidences when choosing
+  double eps = 1e-3;       // Dream timestep schedule end
+  double cfg_scale = 0.0;  // LLaDA classifier-free guidance
   bool logits_eos_inf = false;
   bool confidence_eos_eot_inf = false;
-  bool early_stop = false;          // stop when every remaining block would be EOS (off: parity)
+  bool early_stop = false;  // stop when every remaining block would be EOS (off: parity)
   uint64_t seed = 0;
-  std::string kv = "fp16";          // KV store: fp32 | fp16 | bf16 (quantized stores later)
-  int eot_id = -1;                  // end-of-turn id when config.json has none (from the tokenizer)
-  std::string trace_cache;          // JSONL path: per step and layer, error of reused K/V vs recompute
+  std::string kv = "fp16";  // KV store: fp32 | fp16 | bf16 (quantized stores later)
+  int eot_id = -1;          // end-of-turn id when config.json has none (from the tokenizer)
+  std::string trace_cache;  // JSONL path: per step and layer, error of reused K/V vs recompute
 };
 
 // What the per-step callback sees (ARCHITECTURE.md: tests, --show-steps, tracing hang on it).
 struct StepInfo {
-  std::span<const int32_t> canvas;     // [prompt | generated], MASK where not yet revealed
-  std::span<const int32_t> revealed;   // canvas positions revealed at this step
-  int block = 0;                       // block index (0 for whole-canvas samplers)
-  int step = 0;                        // step index over the whole run
+  std::span<const int32_t> canvas;    // [prompt | generated], MASK where not yet revealed
+  std::span<const int32_t> revealed;  // canvas positions revealed at this step
+  int block = 0;                      // block index (0 for whole-canvas samplers)
+  int step = 0;                       // step index over the whole run
   int prompt_length = 0;
-  const KvStore* store = nullptr;      // null for --cache none
+  const KvStore* store = nullptr;  // null for --cache none
 };
 using StepCallback = std::function<void(const StepInfo&)>;
 
@@ -63,10 +63,10 @@ struct GenerateResult {
   int nfe = 0;                  // model forwards actually run (refresh forwards included)
   int steps = 0;                // reveal steps
   double time_s = 0.0;
-  size_t kv_bytes = 0;          // peak bytes held by the KV store
-  size_t kv_bytes_fp16 = 0;     // the same rows at fp16
-  std::string kv_store;         // store name
-  double flops = 0.0;           // model FLOPs of the forwards run
+  size_t kv_bytes = 0;       // peak bytes held by the KV store
+  size_t kv_bytes_fp16 = 0;  // the same rows at fp16
+  std::string kv_store;      // store name
+  double flops = 0.0;        // model FLOPs of the forwards run
 };
 
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,

@@ -17,7 +17,8 @@ struct Proposal {
 
 class UnmaskPolicy {
  public:
-  UnmaskPolicy(RankAlg alg, const GenerateOptions& opt, int eos_id, int eot_id, std::mt19937_64& rng)
+  UnmaskPolicy(RankAlg alg, const GenerateOptions& opt, int eos_id, int eot_id,
+               std::mt19937_64& rng)
       : alg_(alg), opt_(opt), eos_(eos_id), eot_(eot_id), rng_(rng) {}
 
   // LLaDA / Fast-dLLM rule (generate.py): argmax of Gumbel-perturbed logits, confidence =

@@ -40,7 +40,9 @@ std::string gsm8k_normalize(std::string_view s) {
   return out;
 }
 
-std::string gsm8k_gold(std::string_view answer_field) { return gsm8k_normalize(answer_field); }
+std::string gsm8k_gold(std::string_view answer_field) {
+  return gsm8k_normalize(answer_field);
+}
 
 bool gsm8k_match(std::string_view extracted, std::string_view answer_field) {
   return gsm8k_normalize(extracted) == gsm8k_gold(answer_field);

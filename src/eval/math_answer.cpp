@@ -46,16 +46,32 @@ std::string minerva_unnormalized_answer(std::string_view response) {
 
 std::string normalize_final_answer(std::string_view answer) {
   static const std::pair<const char*, const char*> kSubstitutions[] = {
-      {"an ", ""},       {"a ", ""},       {".$", "$"},          {"\\$", ""},
-      {"\\ ", ""},       {" ", ""},        {"mbox", "text"},     {",\\text{and}", ","},
+      {"an ", ""},          {"a ", ""},
+      {".$", "$"},          {"\\$", ""},
+      {"\\ ", ""},          {" ", ""},
+      {"mbox", "text"},     {",\\text{and}", ","},
       {"\\text{and}", ","}, {"\\text{m}", "\\text{}"}};
-  static const char* kRemoved[] = {
-      "square", "ways",    "integers", "dollars",  "mph",      "inches",      "ft",        "hours",
-      "km",     "units",   "\\ldots",  "sue",      "points",   "feet",        "minutes",   "digits",
-      "cents",  "degrees", "cm",       "gm",       "pounds",   "meters",      "meals",     "edges",
-      "students", "childrentickets", "multiples", "\\text{s}", "\\text{.}", "\\text{\ns}",
-      "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}", "\\mathrm{th}", "^\\circ", "^{\\circ}",
-      "\\;", ",\\!", "{,}", "\"", "\\dots"};
+  static const char* kRemoved[] = {"square",       "ways",
+                                   "integers",     "dollars",
+                                   "mph",          "inches",
+                                   "ft",           "hours",
+                                   "km",           "units",
+                                   "\\ldots",      "sue",
+                                   "points",       "feet",
+                                   "minutes",      "digits",
+                                   "cents",        "degrees",
+                                   "cm",           "gm",
+                                   "pounds",       "meters",
+                                   "meals",        "edges",
+                                   "students",     "childrentickets",
+                                   "multiples",    "\\text{s}",
+                                   "\\text{.}",    "\\text{\ns}",
+                                   "\\text{}^2",   "\\text{}^3",
+                                   "\\text{\n}",   "\\text{}",
+                                   "\\mathrm{th}", "^\\circ",
+                                   "^{\\circ}",    "\\;",
+                                   ",\\!",         "{,}",
+                                   "\"",           "\\dots"};
   static const Regex dollars(R"((.*?)(\$)(.*?)(\$)(.*))"), text(R"((\\text\{)(.*?)(\}))"),
       textbf(R"((\\textbf\{)(.*?)(\}))"), overline(R"((\\overline\{)(.*?)(\}))"),
       boxed(R"((\\boxed\{)(.*)(\}))"), frac(R"((frac)([^{])(.))"), sqrt(R"((sqrt)([^{]))");

@@ -16,7 +16,8 @@ inline constexpr const char* kMathInvalid = "[invalidanswer]";
 std::optional<std::string> last_boxed_only_string(std::string_view s);
 // "\boxed{X}" -> "X", "\boxed X" -> "X"; nullopt where lm-eval's assertions would fail.
 std::optional<std::string> remove_boxed(std::string_view s);
-// minerva get_unnormalized_answer: text after "Final Answer: The final answer is", or "[invalidanswer]".
+// minerva get_unnormalized_answer: text after "Final Answer: The final answer is", or
+// "[invalidanswer]".
 std::string minerva_unnormalized_answer(std::string_view response);
 std::string normalize_final_answer(std::string_view answer);
 // Gold: normalize_final_answer(remove_boxed(last_boxed_only_string(solution))); nullopt if no box.

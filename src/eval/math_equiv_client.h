@@ -14,8 +14,8 @@ std::string default_math_equiv_helper();
 
 // nullopt when the helper or its dependencies (sympy, antlr4 4.11) are unavailable; the reason
 // goes to `why`. Otherwise one bool per pair, computed by `workers` helper processes.
-std::optional<std::vector<bool>> sympy_equiv(const std::vector<std::pair<std::string, std::string>>& pairs,
-                                             const std::string& helper, const std::string& python, int workers,
-                                             std::string* why);
+std::optional<std::vector<bool>> sympy_equiv(
+    const std::vector<std::pair<std::string, std::string>>& pairs, const std::string& helper,
+    const std::string& python, int workers, std::string* why);
 
 }  // namespace dllmq::eval

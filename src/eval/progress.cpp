@@ -9,9 +9,14 @@
 namespace dllmq::eval {
 
 Progress::Progress(std::string label, size_t total)
-    : label_(std::move(label)), total_(total), tty_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+    : label_(std::move(label)),
+      total_(total),
+      tty_(isatty(STDERR_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()) {}
 
-Progress::~Progress() { finish(); }
+Progress::~Progress() {
+  finish();
+}
 
 void Progress::update(size_t done, double accuracy) {
   if (!tty_) return;
@@ -25,8 +30,8 @@ void Progress::update(size_t done, double accuracy) {
   const int fill = total_ ? static_cast<int>(kWidth * done / total_) : kWidth;
   std::string bar = std::string(fill, '#') + std::string(kWidth - fill, '.');
   std::string acc = accuracy >= 0 ? fmt::format("  acc {:.3f}", accuracy) : "";
-  std::fprintf(stderr, "\r%s [%s] %zu/%zu  %.0fs elapsed  ETA %.0fs%s   ", label_.c_str(), bar.c_str(), done, total_, el,
-               eta, acc.c_str());
+  std::fprintf(stderr, "\r%s [%s] %zu/%zu  %.0fs elapsed  ETA %.0fs%s   ", label_.c_str(),
+               bar.c_str(), done, total_, el, eta, acc.c_str());
   std::fflush(stderr);
 }
 

@@ -9,12 +9,14 @@ namespace dllmq::eval {
 PyRandom::PyRandom(uint32_t seed) {
   // init_genrand(19650218) then init_by_array({seed}), as CPython's random_seed for small ints.
   mt_[0] = 19650218u;
-  for (int i = 1; i < kN; ++i) mt_[i] = 1812433253u * (mt_[i - 1] ^ (mt_[i - 1] >> 30)) + static_cast<uint32_t>(i);
+  for (int i = 1; i < kN; ++i)
+    mt_[i] = 1812433253u * (mt_[i - 1] ^ (mt_[i - 1] >> 30)) + static_cast<uint32_t>(i);
   const uint32_t key[1] = {seed};
   const int key_length = 1;
   int i = 1, j = 0;
   for (int k = kN; k; --k) {
-    mt_[i] = (mt_[i] ^ ((mt_[i - 1] ^ (mt_[i - 1] >> 30)) * 1664525u)) + key[j] + static_cast<uint32_t>(j);
+    mt_[i] = (mt_[i] ^ ((mt_[i - 1] ^ (mt_[i - 1] >> 30)) * 1664525u)) + key[j] +
+             static_cast<uint32_t>(j);
     ++i;
     ++j;
     if (i >= kN) {
@@ -24,7 +26,8 @@ PyRandom::PyRandom(uint32_t seed) {
     if (j >= key_length) j = 0;
   }
   for (int k = kN - 1; k; --k) {
-    mt_[i] = (mt_[i] ^ ((mt_[i - 1] ^ (mt_[i - 1] >> 30)) * 1566083941u)) - static_cast<uint32_t>(i);
+    mt_[i] =
+        (mt_[i] ^ ((mt_[i - 1] ^ (mt_[i - 1] >> 30)) * 1566083941u)) - static_cast<uint32_t>(i);
     ++i;
     if (i >= kN) {
       mt_[0] = mt_[kN - 1];
@@ -52,7 +55,9 @@ uint32_t PyRandom::genrand_uint32() {
   return y;
 }
 
-uint32_t PyRandom::getrandbits(int k) { return genrand_uint32() >> (32 - k); }
+uint32_t PyRandom::getrandbits(int k) {
+  return genrand_uint32() >> (32 - k);
+}
 
 uint64_t PyRandom::randbelow(uint64_t n) {
   int k = 0;
@@ -65,7 +70,8 @@ uint64_t PyRandom::randbelow(uint64_t n) {
 std::vector<uint64_t> PyRandom::sample(uint64_t n, int k) {
   std::vector<uint64_t> out;
   uint64_t setsize = 21;
-  if (k > 5) setsize += static_cast<uint64_t>(std::pow(4.0, std::ceil(std::log(k * 3.0) / std::log(4.0))));
+  if (k > 5)
+    setsize += static_cast<uint64_t>(std::pow(4.0, std::ceil(std::log(k * 3.0) / std::log(4.0))));
   if (n <= setsize) {
     std::vector<uint64_t> pool(n);
     std::iota(pool.begin(), pool.end(), 0);

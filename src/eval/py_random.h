@@ -12,8 +12,8 @@ class PyRandom {
  public:
   explicit PyRandom(uint32_t seed);  // random.Random(seed) for 0 <= seed < 2**32
   uint32_t genrand_uint32();
-  uint32_t getrandbits(int k);       // 1 <= k <= 32
-  uint64_t randbelow(uint64_t n);    // n < 2**32
+  uint32_t getrandbits(int k);     // 1 <= k <= 32
+  uint64_t randbelow(uint64_t n);  // n < 2**32
   // random.sample(range(n), k) (Python 3.11 algorithm): indices into the population.
   std::vector<uint64_t> sample(uint64_t n, int k);
 

@@ -41,8 +41,8 @@ size_t next_char(std::string_view s, size_t i) {
 std::optional<RegexMatch> Regex::search(std::string_view s, size_t start) const {
   if (start > s.size()) return std::nullopt;
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
-  const int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), start, 0, md,
-                             nullptr);
+  const int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), start,
+                             0, md, nullptr);
   if (rc < 0) {
     pcre2_match_data_free(md);
     if (rc == PCRE2_ERROR_NOMATCH) return std::nullopt;

@@ -11,7 +11,7 @@
 namespace dllmq::eval {
 
 struct RegexMatch {
-  size_t begin = 0, end = 0;                      // whole match, byte offsets
+  size_t begin = 0, end = 0;                       // whole match, byte offsets
   std::vector<std::optional<std::string>> groups;  // groups[0] = whole match; nullopt = unset group
 };
 

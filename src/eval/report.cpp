@@ -11,7 +11,8 @@ nlohmann::json summarize(const Task& task, const std::vector<SampleScore>& score
 }
 
 nlohmann::json summarize(const std::string& task, const std::vector<std::string>& metric_names,
-                         const std::vector<SampleScore>& scores, const std::vector<std::string>& notes) {
+                         const std::vector<SampleScore>& scores,
+                         const std::vector<std::string>& notes) {
   nlohmann::json j;
   j["task"] = task;
   j["n"] = scores.size();
@@ -33,7 +34,8 @@ nlohmann::json summarize(const std::string& task, const std::vector<std::string>
   for (const auto& s : scores) {
     if (!s.group.empty()) {
       auto& g = groups[s.group];
-      if (auto it = s.metrics.find(head); it != s.metrics.end()) g.first += it->second.value_or(0.0);
+      if (auto it = s.metrics.find(head); it != s.metrics.end())
+        g.first += it->second.value_or(0.0);
       ++g.second;
     }
     if (!s.status.empty()) ++status[s.status];
@@ -51,7 +53,8 @@ nlohmann::json summarize(const std::string& task, const std::vector<std::string>
 nlohmann::json sample_json(const SampleScore& s) {
   nlohmann::json m = nlohmann::json::object();
   for (const auto& [k, v] : s.metrics) m[k] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-  nlohmann::json j = {{"task_id", s.task_id}, {"extracted", s.extracted}, {"gold", s.gold}, {"metrics", m}};
+  nlohmann::json j = {
+      {"task_id", s.task_id}, {"extracted", s.extracted}, {"gold", s.gold}, {"metrics", m}};
   if (!s.status.empty()) j["status"] = s.status;
   if (!s.detail.empty()) j["detail"] = s.detail;
   if (!s.group.empty()) j["group"] = s.group;
@@ -78,19 +81,21 @@ std::string summary_markdown(const nlohmann::json& summary) {
   for (const auto& [k, v] : summary.items()) {
     if (k == "task" || k == "n" || v.is_object() || v.is_array() || v.is_string()) continue;
     // Counts and timings go below the table; the rows are the metrics.
-    if (k.starts_with("n_") || k.starts_with("mean_") || k == "tokens_per_s" || k == "duplicates_dropped") {
+    if (k.starts_with("n_") || k.starts_with("mean_") || k == "tokens_per_s" ||
+        k == "duplicates_dropped") {
       stats += fmt::format("{}{} {}", stats.empty() ? "" : ", ", k, v.dump());
       continue;
     }
     const std::string val = v.is_null() ? "not computed" : fmt::format("{:.4f}", v.get<double>());
-    out += fmt::format("| {} | {} | {} | {} |\n", summary["task"].get<std::string>(), summary["n"].get<size_t>(), k, val);
+    out += fmt::format("| {} | {} | {} | {} |\n", summary["task"].get<std::string>(),
+                       summary["n"].get<size_t>(), k, val);
   }
   if (summary.contains("by_group"))
     for (const auto& [g, v] : summary["by_group"].items())
       for (const auto& [m, x] : v.items())
         if (m != "n")
-          out += fmt::format("| {} / {} | {} | {} | {:.4f} |\n", summary["task"].get<std::string>(), g,
-                             v["n"].get<size_t>(), m, x.get<double>());
+          out += fmt::format("| {} / {} | {} | {} | {:.4f} |\n", summary["task"].get<std::string>(),
+                             g, v["n"].get<size_t>(), m, x.get<double>());
   if (summary.contains("status_counts"))
     for (const auto& [st, c] : summary["status_counts"].items())
       out += fmt::format("| {} | {} | status {} | {} |\n", summary["task"].get<std::string>(),

@@ -14,7 +14,8 @@ namespace dllmq::eval {
 //  "status_counts" for code tasks, "notes"}.
 nlohmann::json summarize(const Task& task, const std::vector<SampleScore>& scores);
 nlohmann::json summarize(const std::string& task, const std::vector<std::string>& metric_names,
-                         const std::vector<SampleScore>& scores, const std::vector<std::string>& notes = {});
+                         const std::vector<SampleScore>& scores,
+                         const std::vector<std::string>& notes = {});
 // One JSON line per sample (task_id, extracted, gold, metrics, status, detail).
 nlohmann::json sample_json(const SampleScore& s);
 // Inverse of sample_json (also reads the generation run records, which are a superset).

@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
-#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -36,7 +36,8 @@ std::pair<int, int> parse_shard(const std::string& s) {
 }
 
 std::string samples_file_name(int shard, int num_shards) {
-  return num_shards == 1 ? "samples.jsonl" : fmt::format("samples.{}-of-{}.jsonl", shard, num_shards);
+  return num_shards == 1 ? "samples.jsonl"
+                         : fmt::format("samples.{}-of-{}.jsonl", shard, num_shards);
 }
 
 namespace {
@@ -74,7 +75,8 @@ class LineAppender {
   int fd_ = -1;
 };
 
-nlohmann::json summary_from_samples(const std::string& task, const std::vector<std::string>& metrics,
+nlohmann::json summary_from_samples(const std::string& task,
+                                    const std::vector<std::string>& metrics,
                                     const std::vector<nlohmann::json>& rows) {
   std::vector<SampleScore> scores;
   std::vector<std::string> notes;
@@ -114,7 +116,8 @@ std::vector<nlohmann::json> read_samples(const std::string& path, bool repair) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     const bool ok = complete && !j.is_discarded() && j.is_object() && j.contains("task_id");
     if (!ok) {
-      if (b + 1 < text.size()) fail("{}:{}: corrupt sample record (not the last line)", path, line_no);
+      if (b + 1 < text.size())
+        fail("{}:{}: corrupt sample record (not the last line)", path, line_no);
       break;  // torn final line from a kill: dropped, the sample is redone
     }
     rows.push_back(std::move(j));
@@ -125,7 +128,8 @@ std::vector<nlohmann::json> read_samples(const std::string& path, bool repair) {
   return rows;
 }
 
-nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOptions& opt, const ScoreEnv& env) {
+nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOptions& opt,
+                        const ScoreEnv& env) {
   if (opt.out_dir.empty()) fail("--out: a run directory is required for runs with generation");
   fs::create_directories(opt.out_dir);
   const fs::path dir = opt.out_dir;
@@ -138,11 +142,15 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
   if (fs::exists(config_path)) {
     const auto old = nlohmann::json::parse(read_text_file(config_path.string()), nullptr, false);
     if (!opt.resume && fs::exists(samples_path) && fs::file_size(samples_path) > 0)
-      fail("{}: run directory already has samples; pass --resume to continue it or choose a new --out", opt.out_dir);
+      fail(
+          "{}: run directory already has samples; pass --resume to continue it or choose a new "
+          "--out",
+          opt.out_dir);
     if (opt.resume && !old.is_discarded())
       for (const auto& [k, v] : config.items())
         if (k != "limit" && old.contains(k) && old[k] != v)
-          fail("{}: --resume with a different '{}' ({} before, {} now)", config_path.string(), k, dump(old[k]), dump(v));
+          fail("{}: --resume with a different '{}' ({} before, {} now)", config_path.string(), k,
+               dump(old[k]), dump(v));
   }
   write_text(config_path, dump(config, 2) + "\n");
 
@@ -173,7 +181,8 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
     const GenOutput g = gen(i, prompt);
     const auto t0 = std::chrono::steady_clock::now();
     SampleScore s = task.score({i}, {g.text}, quiet).front();
-    const double score_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double score_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     nlohmann::json j = sample_json(s);
     j["doc"] = i;
     j["prompt"] = prompt;

@@ -15,14 +15,15 @@
 namespace dllmq::eval {
 
 struct GenOutput {
-  std::string text;        // decoded answer (special tokens dropped); stop strings not yet applied
+  std::string text;  // decoded answer (special tokens dropped); stop strings not yet applied
   int prompt_tokens = 0;
-  int gen_tokens = 0;      // generated tokens before EOS
+  int gen_tokens = 0;  // generated tokens before EOS
   int nfe = 0;
   int steps = 0;
   double time_s = 0.0;
   size_t kv_bytes = 0;
-  size_t kv_bytes_fp16 = 0;  // the same rows at fp16 (effective bits = 16 * kv_bytes / kv_bytes_fp16)
+  size_t kv_bytes_fp16 =
+      0;  // the same rows at fp16 (effective bits = 16 * kv_bytes / kv_bytes_fp16)
 };
 // `prompt` is the task's plain lm-eval context; chat templating is the generator's business.
 using GenerateFn = std::function<GenOutput(size_t doc, const std::string& prompt)>;
@@ -42,7 +43,8 @@ std::string samples_file_name(int shard, int num_shards);
 
 // Runs the remaining samples of this shard; returns the summary (also written as summary.json and
 // summary.md in out_dir, over every sample in the file).
-nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOptions& opt, const ScoreEnv& env);
+nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOptions& opt,
+                        const ScoreEnv& env);
 
 // Reads a samples file, dropping a torn final line (and truncating the file to the last complete
 // line when `repair`); a corrupt line elsewhere is an error naming file:line.

@@ -35,10 +35,14 @@ namespace fs = std::filesystem;
 
 const char* run_status_name(RunStatus s) {
   switch (s) {
-    case RunStatus::kPassed: return "passed";
-    case RunStatus::kFailed: return "failed";
-    case RunStatus::kTimeout: return "timeout";
-    case RunStatus::kError: return "error";
+    case RunStatus::kPassed:
+      return "passed";
+    case RunStatus::kFailed:
+      return "failed";
+    case RunStatus::kTimeout:
+      return "timeout";
+    case RunStatus::kError:
+      return "error";
   }
   return "?";
 }
@@ -65,7 +69,8 @@ bool probe_unshare(int flags) {
   if (pid < 0) return false;
   if (pid == 0) {
     if (unshare(flags) != 0) _exit(1);
-    if ((flags & CLONE_NEWNS) && mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(1);
+    if ((flags & CLONE_NEWNS) && mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      _exit(1);
     _exit(0);
   }
   int st = 0;
@@ -75,7 +80,8 @@ bool probe_unshare(int flags) {
 
 bool is_prefix_dir(const std::string& dir, const std::string& path) {
   if (dir == "/") return true;
-  return path == dir || (path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/');
+  return path == dir ||
+         (path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/');
 }
 
 void write_file(const fs::path& p, const std::string& text) {
@@ -88,12 +94,14 @@ void write_file(const fs::path& p, const std::string& text) {
 
 Sandbox::Sandbox(SandboxOptions opt) : opt_(std::move(opt)) {
   root_ = geteuid() == 0;
-  // sys.executable resolves pyenv-style shims to the real interpreter; the prefixes must stay visible.
+  // sys.executable resolves pyenv-style shims to the real interpreter; the prefixes must stay
+  // visible.
   const std::string info = capture("'" + opt_.python +
                                    "' -c 'import sys; print(sys.executable); print(sys.prefix); "
                                    "print(sys.base_prefix)' 2>/dev/null");
   std::vector<std::string> lines;
-  for (size_t a = 0, b; (b = info.find('\n', a)) != std::string::npos; a = b + 1) lines.push_back(info.substr(a, b - a));
+  for (size_t a = 0, b; (b = info.find('\n', a)) != std::string::npos; a = b + 1)
+    lines.push_back(info.substr(a, b - a));
   if (lines.size() < 3 || lines[0].empty())
     fail("--python {}: cannot run it (needed to execute code samples)", opt_.python);
   python_exe_ = lines[0];
@@ -104,11 +112,13 @@ Sandbox::Sandbox(SandboxOptions opt) : opt_(std::move(opt)) {
   ns_ = probe_unshare(kNsFlags);
   net_only_ = !ns_ && probe_unshare(CLONE_NEWNET);
 
-  std::vector<std::string> keep = {python_exe_, lines[1], lines[2], fs::weakly_canonical(python_exe_).string()};
+  std::vector<std::string> keep = {python_exe_, lines[1], lines[2],
+                                   fs::weakly_canonical(python_exe_).string()};
   std::vector<std::string> cand = opt_.hide;
   cand.push_back(fs::current_path().string());
   if (const char* h = std::getenv("HOME"); h && *h) cand.push_back(h);
-  static const char* kSystem[] = {"/", "/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev", "/sys", "/tmp", "/var", "/opt"};
+  static const char* kSystem[] = {"/",     "/usr", "/bin", "/lib", "/lib64", "/etc",
+                                  "/proc", "/dev", "/sys", "/tmp", "/var",   "/opt"};
   for (const std::string& c0 : cand) {
     std::error_code ec;
     const std::string c = fs::weakly_canonical(c0, ec).string();
@@ -122,7 +132,8 @@ Sandbox::Sandbox(SandboxOptions opt) : opt_(std::move(opt)) {
   // sandbox uid; say so now instead of failing every sample.
   const RunResult r = run_one(CodeSample{"x = 1", "assert x == 1", false, ""}, 0);
   if (r.status != RunStatus::kPassed)
-    fail("--python {} ({}): a trivial program does not run in the sandbox: {}", opt_.python, python_exe_, r.detail);
+    fail("--python {} ({}): a trivial program does not run in the sandbox: {}", opt_.python,
+         python_exe_, r.detail);
 }
 
 std::string Sandbox::isolation() const {
@@ -135,16 +146,19 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
   const auto t0 = std::chrono::steady_clock::now();
   RunResult res;
   std::string tmpl = (fs::path(opt_.tmp_base) / "dllmq-sbx-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) fail("{}: cannot create a sandbox directory: {}", opt_.tmp_base, std::strerror(errno));
+  if (!mkdtemp(tmpl.data()))
+    fail("{}: cannot create a sandbox directory: {}", opt_.tmp_base, std::strerror(errno));
   const fs::path dir = tmpl;
   write_file(dir / "runner.py", kSandboxRunnerPy);
-  write_file(dir / "payload.json", nlohmann::json{{"code", sample.code},
-                                                  {"test", sample.test},
-                                                  {"sanitize", sample.sanitize},
-                                                  {"entry_point", sample.entry_point}}
-                                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  write_file(dir / "payload.json",
+             nlohmann::json{{"code", sample.code},
+                            {"test", sample.test},
+                            {"sanitize", sample.sanitize},
+                            {"entry_point", sample.entry_point}}
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   // Per process and worker, so concurrent dllmq runs do not share RLIMIT_NPROC accounting.
-  const uid_t uid = kSandboxUidBase + static_cast<uid_t>(getpid() % 256) * 64 + static_cast<uid_t>(slot % 64);
+  const uid_t uid =
+      kSandboxUidBase + static_cast<uid_t>(getpid() % 256) * 64 + static_cast<uid_t>(slot % 64);
   if (root_) {
     chmod(dir.c_str(), 0700);
     for (const char* f : {"", "runner.py", "payload.json"})
@@ -153,9 +167,9 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
 
   // Everything the child needs is prepared here: after fork only async-signal-safe calls.
   const std::string dir_s = dir.string();
-  std::vector<std::string> env_s = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir_s, "TMPDIR=/tmp",
-                                    "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "PYTHONHASHSEED=0",
-                                    "OMP_NUM_THREADS=1"};
+  std::vector<std::string> env_s = {
+      "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir_s,    "TMPDIR=/tmp",      "LANG=C.UTF-8",
+      "PYTHONDONTWRITEBYTECODE=1",         "PYTHONHASHSEED=0", "OMP_NUM_THREADS=1"};
   std::vector<char*> envp;
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -165,11 +179,13 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
   for (const auto& h : hide_) hide.push_back(h.c_str());
   const bool ns = ns_, net_only = net_only_, drop = root_;
   const rlim_t cpu = static_cast<rlim_t>(std::ceil(opt_.timeout_s)) + 1;
-  const rlim_t as = static_cast<rlim_t>(opt_.mem_mb) << 20, fsize = static_cast<rlim_t>(opt_.fsize_mb) << 20;
+  const rlim_t as = static_cast<rlim_t>(opt_.mem_mb) << 20,
+               fsize = static_cast<rlim_t>(opt_.fsize_mb) << 20;
   const rlim_t nproc = static_cast<rlim_t>(opt_.nproc);
 
   int res_pipe[2], err_pipe[2];
-  if (pipe2(res_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) fail("sandbox: pipe failed");
+  if (pipe2(res_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
+    fail("sandbox: pipe failed");
   const pid_t outer = fork();
   if (outer < 0) fail("sandbox: fork failed: {}", std::strerror(errno));
   if (outer == 0) {
@@ -191,8 +207,8 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
       for (const char* t : {"/tmp", "/var/tmp", "/dev/shm"})
         mount("tmpfs", t, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777");
       // Put the sample dir back at its own path (python and programs use absolute paths).
-      if (mkdir(dir_s.c_str(), 0700) == 0 && mount(".", dir_s.c_str(), nullptr, MS_BIND, nullptr) == 0 &&
-          chdir(dir_s.c_str()) != 0)
+      if (mkdir(dir_s.c_str(), 0700) == 0 &&
+          mount(".", dir_s.c_str(), nullptr, MS_BIND, nullptr) == 0 && chdir(dir_s.c_str()) != 0)
         _exit(121);
     } else if (net_only) {
       unshare(CLONE_NEWNET);
@@ -200,7 +216,8 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
     const pid_t inner = fork();
     if (inner < 0) _exit(124);
     if (inner == 0) {
-      const rlimit r_cpu{cpu, cpu}, r_as{as, as}, r_fs{fsize, fsize}, r_core{0, 0}, r_nofile{256, 256};
+      const rlimit r_cpu{cpu, cpu}, r_as{as, as}, r_fs{fsize, fsize}, r_core{0, 0},
+          r_nofile{256, 256};
       setrlimit(RLIMIT_CPU, &r_cpu);
       setrlimit(RLIMIT_AS, &r_as);
       setrlimit(RLIMIT_FSIZE, &r_fs);
@@ -235,7 +252,8 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
   int open_fds = 2;
   char buf[8192];
   while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -287,7 +305,8 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
     return res;
   }
   res.status = RunStatus::kError;
-  const std::string tail = err_text.size() > 600 ? err_text.substr(err_text.size() - 600) : err_text;
+  const std::string tail =
+      err_text.size() > 600 ? err_text.substr(err_text.size() - 600) : err_text;
   if (code > 128)
     res.detail = fmt::format("killed by signal {} ({}){}{}", code - 128, strsignal(code - 128),
                              tail.empty() ? "" : ": ", tail);

@@ -19,8 +19,8 @@ struct SandboxOptions {
   size_t fsize_mb = 64;            // RLIMIT_FSIZE
   int nproc = 64;                  // RLIMIT_NPROC (only applied with the per-worker uid)
   int workers = 2;
-  std::vector<std::string> hide;   // directories to hide (in addition to cwd and $HOME)
-  std::string tmp_base;            // where the per-sample dirs go ($TMPDIR or /tmp)
+  std::vector<std::string> hide;  // directories to hide (in addition to cwd and $HOME)
+  std::string tmp_base;           // where the per-sample dirs go ($TMPDIR or /tmp)
 };
 
 // What the program sees: `code` (with `sanitize` the Fast-dLLM AST sanitizer runs on it first,
@@ -37,8 +37,8 @@ const char* run_status_name(RunStatus s);
 
 struct RunResult {
   RunStatus status = RunStatus::kError;
-  std::string detail;  // "AssertionError: assert f(1) == 2" / signal / stderr tail
-  std::string program; // the program actually executed (after sanitizing), when reported
+  std::string detail;   // "AssertionError: assert f(1) == 2" / signal / stderr tail
+  std::string program;  // the program actually executed (after sanitizing), when reported
   double wall_s = 0.0;
 };
 
@@ -55,10 +55,10 @@ class Sandbox {
 
  private:
   SandboxOptions opt_;
-  std::string python_exe_;              // absolute interpreter path
-  std::vector<std::string> hide_;       // final list of directories to cover
-  bool ns_ = false;                     // CLONE_NEWNET|CLONE_NEWNS|CLONE_NEWPID work
-  bool net_only_ = false;               // only CLONE_NEWNET works
+  std::string python_exe_;         // absolute interpreter path
+  std::vector<std::string> hide_;  // final list of directories to cover
+  bool ns_ = false;                // CLONE_NEWNET|CLONE_NEWNS|CLONE_NEWPID work
+  bool net_only_ = false;          // only CLONE_NEWNET works
   bool root_ = false;
 };
 

@@ -14,7 +14,8 @@ std::string task_id_string(const nlohmann::json& v, const std::string& file, siz
   fail("{}:{}: task_id must be a string or an integer", file, line);
 }
 
-ScoredRun score_responses(const Task& task, const std::string& responses_path, const ScoreEnv& env) {
+ScoredRun score_responses(const Task& task, const std::string& responses_path,
+                          const ScoreEnv& env) {
   const auto rows = read_jsonl(responses_path);
   std::vector<size_t> index;
   std::vector<std::string> responses;

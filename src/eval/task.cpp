@@ -10,9 +10,12 @@ std::unique_ptr<Task> make_humaneval_task(const std::string& data, const TaskOpt
 std::unique_ptr<Task> make_mbpp_task(const std::string& data, const TaskOptions& opt);
 std::unique_ptr<Task> make_synth_task(const std::string& data, const TaskOptions& opt);
 
-std::vector<std::string> task_names() { return {"gsm8k", "math", "humaneval", "mbpp", "synth"}; }
+std::vector<std::string> task_names() {
+  return {"gsm8k", "math", "humaneval", "mbpp", "synth"};
+}
 
-std::unique_ptr<Task> make_task(const std::string& name, const std::string& data, const TaskOptions& opt) {
+std::unique_ptr<Task> make_task(const std::string& name, const std::string& data,
+                                const TaskOptions& opt) {
   if (name == "gsm8k") return make_gsm8k_task(data, opt);
   if (name == "math") return make_math_task(data, opt);
   if (name == "humaneval") return make_humaneval_task(data, opt);
@@ -40,7 +43,8 @@ std::string apply_stop_strings(std::string text, const std::vector<std::string>&
 std::string extract_python_block(const std::string& response) {
   std::string text = response;
   static const std::string kOpen = "```python\n";
-  if (const size_t p = text.find(kOpen); p != std::string::npos) text = text.substr(p + kOpen.size());
+  if (const size_t p = text.find(kOpen); p != std::string::npos)
+    text = text.substr(p + kOpen.size());
   if (const size_t p = text.find("```"); p != std::string::npos) text.resize(p);
   return text;
 }

@@ -16,16 +16,16 @@
 namespace dllmq::eval {
 
 struct TaskOptions {
-  bool chat = false;         // instruct-model conventions (Fast-dLLM code post-processing)
-  std::string subset;        // math: "" (all 5000) or "math500"
-  std::string train_path;    // gsm8k few-shot source; default: train.jsonl beside --data
-  bool apply_stop = true;    // cut raw responses at the task's stop strings (as lm-eval's until)
+  bool chat = false;       // instruct-model conventions (Fast-dLLM code post-processing)
+  std::string subset;      // math: "" (all 5000) or "math500"
+  std::string train_path;  // gsm8k few-shot source; default: train.jsonl beside --data
+  bool apply_stop = true;  // cut raw responses at the task's stop strings (as lm-eval's until)
 };
 
 // Everything the scorer needs besides the task: code sandbox and the sympy helper.
 struct ScoreEnv {
-  const Sandbox* sandbox = nullptr;   // code tasks
-  std::string math_equiv_helper;      // tools/eval/math_equiv.py; empty = do not run
+  const Sandbox* sandbox = nullptr;  // code tasks
+  std::string math_equiv_helper;     // tools/eval/math_equiv.py; empty = do not run
   std::string python = "python3";
   int workers = 2;
   std::function<void(size_t done, size_t total)> on_progress;
@@ -37,9 +37,9 @@ struct SampleScore {
   std::string extracted;  // extracted answer (math tasks) or executed-program status (code)
   std::string gold;
   std::map<std::string, std::optional<double>> metrics;
-  std::string status;     // code: passed/failed/timeout/error
-  std::string detail;     // code: assertion text, timeout, ...
-  std::string group;      // math: subject
+  std::string status;  // code: passed/failed/timeout/error
+  std::string detail;  // code: assertion text, timeout, ...
+  std::string group;   // math: subject
 };
 
 class Task {
@@ -55,7 +55,8 @@ class Task {
   // Metric names in report order; the first one is the headline "accuracy".
   virtual std::vector<std::string> metric_names() const = 0;
   // Scores raw responses for documents `index[k]`.
-  virtual std::vector<SampleScore> score(const std::vector<size_t>& index, const std::vector<std::string>& responses,
+  virtual std::vector<SampleScore> score(const std::vector<size_t>& index,
+                                         const std::vector<std::string>& responses,
                                          const ScoreEnv& env) const = 0;
   // Index of a task_id (as written in responses files), or nullopt.
   std::optional<size_t> find(const std::string& id) const;
@@ -68,7 +69,8 @@ class Task {
 };
 
 std::vector<std::string> task_names();
-std::unique_ptr<Task> make_task(const std::string& name, const std::string& data, const TaskOptions& opt);
+std::unique_ptr<Task> make_task(const std::string& name, const std::string& data,
+                                const TaskOptions& opt);
 
 // Keeps the text before the first occurrence of each stop string, applied in order.
 std::string apply_stop_strings(std::string text, const std::vector<std::string>& until);

@@ -14,8 +14,10 @@ namespace dllmq::eval {
 
 namespace {
 
-std::string str_field(const nlohmann::json& d, const char* name, const std::string& file, size_t line) {
-  if (!d.contains(name) || !d[name].is_string()) fail("{}:{}: missing string field '{}'", file, line + 1, name);
+std::string str_field(const nlohmann::json& d, const char* name, const std::string& file,
+                      size_t line) {
+  if (!d.contains(name) || !d[name].is_string())
+    fail("{}:{}: missing string field '{}'", file, line + 1, name);
   return d[name].get<std::string>();
 }
 
@@ -24,7 +26,8 @@ class CodeTask : public Task {
  public:
   std::vector<std::string> metric_names() const override { return {"pass@1"}; }
 
-  std::vector<SampleScore> score(const std::vector<size_t>& index, const std::vector<std::string>& responses,
+  std::vector<SampleScore> score(const std::vector<size_t>& index,
+                                 const std::vector<std::string>& responses,
                                  const ScoreEnv& env) const override {
     notes_.clear();
     if (!env.sandbox) fail("{}: scoring code needs the sandbox", name());
@@ -60,8 +63,9 @@ class HumanEvalTask : public CodeTask {
     apply_stop_ = opt.apply_stop;
     const auto docs = read_jsonl(data);
     for (size_t i = 0; i < docs.size(); ++i)
-      docs_.push_back({str_field(docs[i], "task_id", data, i), str_field(docs[i], "prompt", data, i),
-                       str_field(docs[i], "test", data, i), str_field(docs[i], "entry_point", data, i)});
+      docs_.push_back({str_field(docs[i], "task_id", data, i),
+                       str_field(docs[i], "prompt", data, i), str_field(docs[i], "test", data, i),
+                       str_field(docs[i], "entry_point", data, i)});
   }
   std::string name() const override { return "humaneval"; }
   size_t size() const override { return docs_.size(); }
@@ -103,10 +107,14 @@ class MbppTask : public CodeTask {
     std::map<int, Doc> by_id;
     for (size_t i = 0; i < docs.size(); ++i) {
       const auto& d = docs[i];
-      if (!d.contains("task_id") || !d["task_id"].is_number_integer()) fail("{}:{}: missing integer task_id", data, i + 1);
+      if (!d.contains("task_id") || !d["task_id"].is_number_integer())
+        fail("{}:{}: missing integer task_id", data, i + 1);
       if (!d.contains("test_list") || !d["test_list"].is_array() || d["test_list"].size() < 3)
         fail("{}:{}: test_list needs 3 asserts", data, i + 1);
-      Doc doc{d["task_id"].get<int>(), str_field(d, "text", data, i), str_field(d, "code", data, i), {}};
+      Doc doc{d["task_id"].get<int>(),
+              str_field(d, "text", data, i),
+              str_field(d, "code", data, i),
+              {}};
       for (const auto& t : d["test_list"]) doc.tests.push_back(t.get<std::string>());
       by_id[doc.id] = std::move(doc);
     }
@@ -124,7 +132,8 @@ class MbppTask : public CodeTask {
   std::vector<std::string> stop_strings() const override { return {"[DONE]"}; }
   std::string prompt(size_t i) const override {
     std::string out;
-    for (const Doc& s : shots_) out += text(s) + s.code + "\n[DONE]" + "\n\n";  // target_delimiter ""
+    for (const Doc& s : shots_)
+      out += text(s) + s.code + "\n[DONE]" + "\n\n";  // target_delimiter ""
     return out + text(docs_[i]);
   }
 
@@ -151,8 +160,8 @@ class MbppTask : public CodeTask {
   };
   static std::string text(const Doc& d) {
     return "You are an expert Python programmer, and here is your task: " + d.text +
-           " Your code should pass these tests:\n\n" + d.tests[0] + "\n" + d.tests[1] + "\n" + d.tests[2] +
-           "\n[BEGIN]\n";
+           " Your code should pass these tests:\n\n" + d.tests[0] + "\n" + d.tests[1] + "\n" +
+           d.tests[2] + "\n[BEGIN]\n";
   }
   std::vector<Doc> shots_, docs_;
 };

@@ -17,8 +17,10 @@ namespace {
 constexpr int kShots = 5;
 constexpr uint32_t kFewshotSeed = 1234;  // lm_eval/evaluator.py fewshot_random_seed
 
-std::string field(const nlohmann::json& doc, const char* name, const std::string& file, size_t line) {
-  if (!doc.contains(name) || !doc[name].is_string()) fail("{}:{}: missing string field '{}'", file, line + 1, name);
+std::string field(const nlohmann::json& doc, const char* name, const std::string& file,
+                  size_t line) {
+  if (!doc.contains(name) || !doc[name].is_string())
+    fail("{}:{}: missing string field '{}'", file, line + 1, name);
   return doc[name].get<std::string>();
 }
 
@@ -39,8 +41,12 @@ class Gsm8kTask : public Task {
   std::string name() const override { return synth_ ? "synth" : "gsm8k"; }
   size_t size() const override { return questions_.size(); }
   std::string task_id(size_t i) const override { return std::to_string(i); }
-  std::vector<std::string> stop_strings() const override { return {"Question:", "</s>", "<|im_end|>"}; }
-  std::vector<std::string> metric_names() const override { return {"strict_match", "flexible_extract"}; }
+  std::vector<std::string> stop_strings() const override {
+    return {"Question:", "</s>", "<|im_end|>"};
+  }
+  std::vector<std::string> metric_names() const override {
+    return {"strict_match", "flexible_extract"};
+  }
 
   std::string prompt(size_t i) const override {
     if (synth_) return questions_[i];
@@ -51,7 +57,8 @@ class Gsm8kTask : public Task {
     return out + "Question: " + questions_[i] + "\nAnswer:";
   }
 
-  std::vector<SampleScore> score(const std::vector<size_t>& index, const std::vector<std::string>& responses,
+  std::vector<SampleScore> score(const std::vector<size_t>& index,
+                                 const std::vector<std::string>& responses,
                                  const ScoreEnv& env) const override {
     std::vector<SampleScore> out;
     for (size_t k = 0; k < index.size(); ++k) {
@@ -59,7 +66,8 @@ class Gsm8kTask : public Task {
       SampleScore s;
       s.task_id = task_id(i);
       s.gold = gsm8k_gold(answers_[i]);
-      const std::string r = apply_stop_ ? apply_stop_strings(responses[k], stop_strings()) : responses[k];
+      const std::string r =
+          apply_stop_ ? apply_stop_strings(responses[k], stop_strings()) : responses[k];
       const std::string strict = gsm8k_strict_extract(r);
       const std::string flex = gsm8k_flexible_extract(r);
       s.extracted = flex;
@@ -83,7 +91,8 @@ class Gsm8kTask : public Task {
       train_a_.push_back(field(docs[i], "answer", train_path_, i));
     }
     PyRandom rnd(kFewshotSeed);
-    for (size_t i = 0; i < questions_.size(); ++i) shots_.push_back(rnd.sample(docs.size(), kShots));
+    for (size_t i = 0; i < questions_.size(); ++i)
+      shots_.push_back(rnd.sample(docs.size(), kShots));
   }
 
   bool synth_ = false;

@@ -22,23 +22,35 @@ struct Shot {
 // lm_eval/tasks/minerva_math/utils.py list_fewshot_samples (v0.4.8), character for character.
 const Shot kShots[] = {
     {R"(Find the domain of the expression  $\frac{\sqrt{x-2}}{\sqrt{5-x}}$.})",
-     "The expressions inside each square root must be non-negative. Therefore, $x-2 \\ge 0$, so $x\\ge2$, and "
-     "$5 - x \\ge 0$, so $x \\le 5$. Also, the denominator cannot be equal to zero, so $5-x>0$, which gives $x<5$. "
-     "Therefore, the domain of the expression is $\\boxed{[2,5)}$.\nFinal Answer: The final answer is $[2,5)$. I "
+     "The expressions inside each square root must be non-negative. Therefore, $x-2 \\ge 0$, so "
+     "$x\\ge2$, and "
+     "$5 - x \\ge 0$, so $x \\le 5$. Also, the denominator cannot be equal to zero, so $5-x>0$, "
+     "which gives $x<5$. "
+     "Therefore, the domain of the expression is $\\boxed{[2,5)}$.\nFinal Answer: The final answer "
+     "is $[2,5)$. I "
      "hope it is correct."},
     {R"(If $\det \mathbf{A} = 2$ and $\det \mathbf{B} = 12,$ then find $\det (\mathbf{A} \mathbf{B}).$)",
-     "We have that $\\det (\\mathbf{A} \\mathbf{B}) = (\\det \\mathbf{A})(\\det \\mathbf{B}) = (2)(12) = "
+     "We have that $\\det (\\mathbf{A} \\mathbf{B}) = (\\det \\mathbf{A})(\\det \\mathbf{B}) = "
+     "(2)(12) = "
      "\\boxed{24}.$\nFinal Answer: The final answer is $24$. I hope it is correct."},
-    {"Terrell usually lifts two 20-pound weights 12 times. If he uses two 15-pound weights instead, how many times "
+    {"Terrell usually lifts two 20-pound weights 12 times. If he uses two 15-pound weights "
+     "instead, how many times "
      "must Terrell lift them in order to lift the same total weight?",
-     "If Terrell lifts two 20-pound weights 12 times, he lifts a total of $2\\cdot 12\\cdot20=480$ pounds of weight.  "
-     "If he lifts two 15-pound weights instead for $n$ times, he will lift a total of $2\\cdot15\\cdot n=30n$ pounds "
-     "of weight.  Equating this to 480 pounds, we can solve for $n$:\n\\begin{align*}\n30n&=480\\\\\n\\Rightarrow\\qquad "
-     "n&=480/30=\\boxed{16}\n\\end{align*}\nFinal Answer: The final answer is $16$. I hope it is correct."},
-    {"If the system of equations\n\n\\begin{align*}\n6x-4y&=a,\\\\\n6y-9x &=b.\n\\end{align*}has a solution $(x, y)$ "
+     "If Terrell lifts two 20-pound weights 12 times, he lifts a total of $2\\cdot 12\\cdot20=480$ "
+     "pounds of weight.  "
+     "If he lifts two 15-pound weights instead for $n$ times, he will lift a total of "
+     "$2\\cdot15\\cdot n=30n$ pounds "
+     "of weight.  Equating this to 480 pounds, we can solve for "
+     "$n$:\n\\begin{align*}\n30n&=480\\\\\n\\Rightarrow\\qquad "
+     "n&=480/30=\\boxed{16}\n\\end{align*}\nFinal Answer: The final answer is $16$. I hope it is "
+     "correct."},
+    {"If the system of equations\n\n\\begin{align*}\n6x-4y&=a,\\\\\n6y-9x &=b.\n\\end{align*}has a "
+     "solution $(x, y)$ "
      "where $x$ and $y$ are both nonzero,\nfind $\\frac{a}{b},$ assuming $b$ is nonzero.",
-     "If we multiply the first equation by $-\\frac{3}{2}$, we obtain\n\n$$6y-9x=-\\frac{3}{2}a.$$Since we also know "
-     "that $6y-9x=b$, we have\n\n$$-\\frac{3}{2}a=b\\Rightarrow\\frac{a}{b}=\\boxed{-\\frac{2}{3}}.$$\nFinal Answer: "
+     "If we multiply the first equation by $-\\frac{3}{2}$, we "
+     "obtain\n\n$$6y-9x=-\\frac{3}{2}a.$$Since we also know "
+     "that $6y-9x=b$, we "
+     "have\n\n$$-\\frac{3}{2}a=b\\Rightarrow\\frac{a}{b}=\\boxed{-\\frac{2}{3}}.$$\nFinal Answer: "
      "The final answer is $-\\frac{2}{3}$. I hope it is correct."},
 };
 
@@ -66,7 +78,8 @@ class MathTask : public Task {
       const auto gold = minerva_gold(sol);
       if (!gold) fail("{}:{}: solution has no \\boxed{{...}} answer", path_, i + 1);
       golds_.push_back(*gold);
-      subjects_.push_back(d.contains("type") ? d["type"].get<std::string>() : d.value("subject", std::string()));
+      subjects_.push_back(d.contains("type") ? d["type"].get<std::string>()
+                                             : d.value("subject", std::string()));
     }
   }
 
@@ -74,22 +87,27 @@ class MathTask : public Task {
   size_t size() const override { return problems_.size(); }
   std::string task_id(size_t i) const override { return std::to_string(i); }
   std::vector<std::string> stop_strings() const override { return {"Problem:"}; }
-  std::vector<std::string> metric_names() const override { return {"exact_match", "exact_match_sympy"}; }
+  std::vector<std::string> metric_names() const override {
+    return {"exact_match", "exact_match_sympy"};
+  }
 
   std::string prompt(size_t i) const override {
     std::string out;
-    for (const Shot& s : kShots) out += std::string("Problem:\n") + s.problem + "\n\nSolution:" + " " + s.solution + "\n\n";
+    for (const Shot& s : kShots)
+      out += std::string("Problem:\n") + s.problem + "\n\nSolution:" + " " + s.solution + "\n\n";
     return out + "Problem:\n" + problems_[i] + "\n\nSolution:";
   }
 
-  std::vector<SampleScore> score(const std::vector<size_t>& index, const std::vector<std::string>& responses,
+  std::vector<SampleScore> score(const std::vector<size_t>& index,
+                                 const std::vector<std::string>& responses,
                                  const ScoreEnv& env) const override {
     notes_.clear();
     std::vector<SampleScore> out;
     std::vector<std::pair<std::string, std::string>> pairs;
     for (size_t k = 0; k < index.size(); ++k) {
       const size_t i = index[k];
-      const std::string r = apply_stop_ ? apply_stop_strings(responses[k], stop_strings()) : responses[k];
+      const std::string r =
+          apply_stop_ ? apply_stop_strings(responses[k], stop_strings()) : responses[k];
       SampleScore s;
       s.task_id = task_id(i);
       s.gold = golds_[i];
@@ -104,7 +122,8 @@ class MathTask : public Task {
       std::string why;
       const auto eq = sympy_equiv(pairs, env.math_equiv_helper, env.python, env.workers, &why);
       if (eq)
-        for (size_t k = 0; k < out.size(); ++k) out[k].metrics["exact_match_sympy"] = (*eq)[k] ? 1.0 : 0.0;
+        for (size_t k = 0; k < out.size(); ++k)
+          out[k].metrics["exact_match_sympy"] = (*eq)[k] ? 1.0 : 0.0;
       else
         notes_.push_back("exact_match_sympy not computed: " + why);
     }

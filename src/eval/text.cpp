@@ -16,7 +16,9 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
 
 namespace {
 // Python's str.strip() default set, ASCII part (responses are UTF-8; exotic spaces are rare).
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 }  // namespace
 
 std::string strip(std::string_view s) {
@@ -35,7 +37,9 @@ std::vector<std::string> split(std::string_view s, std::string_view sep) {
   return out;
 }
 
-bool contains(std::string_view s, std::string_view needle) { return s.find(needle) != std::string_view::npos; }
+bool contains(std::string_view s, std::string_view needle) {
+  return s.find(needle) != std::string_view::npos;
+}
 
 bool is_digits(std::string_view s) {
   if (s.empty()) return false;
@@ -46,7 +50,9 @@ bool is_digits(std::string_view s) {
 
 int count(std::string_view s, std::string_view needle) {
   int n = 0;
-  for (size_t pos = s.find(needle); pos != std::string_view::npos; pos = s.find(needle, pos + needle.size())) ++n;
+  for (size_t pos = s.find(needle); pos != std::string_view::npos;
+       pos = s.find(needle, pos + needle.size()))
+    ++n;
   return n;
 }
 

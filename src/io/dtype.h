@@ -8,13 +8,18 @@ namespace dllmq {
 
 enum class DType { kF32, kF16, kBF16 };
 
-inline size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+inline size_t dtype_size(DType t) {
+  return t == DType::kF32 ? 4 : 2;
+}
 
 inline std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
   }
   return "?";
 }

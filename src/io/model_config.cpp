@@ -11,7 +11,9 @@ namespace dllmq {
 
 using nlohmann::json;
 
-const char* arch_name(Arch a) { return a == Arch::kLLaDA ? "llada" : "dream"; }
+const char* arch_name(Arch a) {
+  return a == Arch::kLLaDA ? "llada" : "dream";
+}
 
 namespace {
 
@@ -20,7 +22,8 @@ class Fields {
   Fields(const json& j, std::string file) : j_(j), file_(std::move(file)) {}
 
   int req_int(const char* k) const {
-    if (!j_.contains(k) || !j_[k].is_number_integer()) fail("{}: missing integer field '{}'", file_, k);
+    if (!j_.contains(k) || !j_[k].is_number_integer())
+      fail("{}: missing integer field '{}'", file_, k);
     int64_t v = j_[k].get<int64_t>();
     if (v < 0 || v > (1 << 30)) fail("{}: field '{}' = {} out of range", file_, k, v);
     return static_cast<int>(v);
@@ -59,7 +62,8 @@ void parse_llada(const Fields& f, ModelConfig& c) {
   c.arch = Arch::kLLaDA;
   std::string block = f.opt_str("block_type", "llama");
   if (block != "llama")
-    fail("{}: unsupported block_type '{}' (dllmq implements LLaDA's 'llama' block)", f.file(), block);
+    fail("{}: unsupported block_type '{}' (dllmq implements LLaDA's 'llama' block)", f.file(),
+         block);
   f.require_bool("alibi", false, "ALiBi positions are not implemented");
   f.require_bool("rope", true, "LLaDA without RoPE is not implemented");
   f.require_bool("include_bias", false, "linear biases are not implemented for LLaDA");
@@ -142,14 +146,16 @@ ModelConfig load_model_config(const std::string& dir) {
   } else if (c.model_type == "Dream" || c.model_type == "dream" || archs == "DreamModel") {
     parse_dream(f, j, c);
   } else {
-    fail("{}: unknown architecture (model_type '{}', architectures '{}'); dllmq supports LLaDA "
-         "(model_type 'llada', LLaDAModelLM) and Dream (model_type 'Dream', DreamModel)",
-         path, c.model_type, archs);
+    fail(
+        "{}: unknown architecture (model_type '{}', architectures '{}'); dllmq supports LLaDA "
+        "(model_type 'llada', LLaDAModelLM) and Dream (model_type 'Dream', DreamModel)",
+        path, c.model_type, archs);
   }
   if (c.n_heads == 0 || c.d_model % c.n_heads != 0)
     fail("{}: d_model {} is not divisible by the number of heads {}", path, c.d_model, c.n_heads);
   if (c.n_kv_heads == 0 || c.n_heads % c.n_kv_heads != 0)
-    fail("{}: number of heads {} is not a multiple of the KV heads {}", path, c.n_heads, c.n_kv_heads);
+    fail("{}: number of heads {} is not a multiple of the KV heads {}", path, c.n_heads,
+         c.n_kv_heads);
   c.head_dim = c.d_model / c.n_heads;
   if (c.head_dim % 2 != 0) fail("{}: head dim {} must be even for RoPE", path, c.head_dim);
   if (c.mask_id < 0 || c.mask_id >= c.vocab_size)

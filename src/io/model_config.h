@@ -26,7 +26,8 @@ struct ModelConfig {
   int eos_id = -1;
   int bos_id = -1;
   int pad_id = -1;
-  int eot_id = -1;  // end-of-turn; -1 if the config does not say (resolved later from the tokenizer)
+  int eot_id =
+      -1;  // end-of-turn; -1 if the config does not say (resolved later from the tokenizer)
   // Raw logit row j predicts token j + logits_shift (Dream's AR heritage: 1; LLaDA: 0).
   int logits_shift = 0;
 

@@ -15,7 +15,9 @@ namespace dllmq {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string TensorView::shape_str() const { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string TensorView::shape_str() const {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 namespace {
 
@@ -31,7 +33,9 @@ DType parse_dtype(const std::string& file, const std::string& name, const std::s
 SafetensorsFile::SafetensorsFile(const std::string& path)
     : file_(std::make_unique<MappedFile>(path)) {
   const size_t size = file_->size();
-  if (size < 8) fail("{}: truncated: {} bytes, a safetensors file starts with an 8-byte header length", path, size);
+  if (size < 8)
+    fail("{}: truncated: {} bytes, a safetensors file starts with an 8-byte header length", path,
+         size);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file_->data()[i];
   if (header_len > size - 8)
@@ -56,7 +60,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
           if (mv.is_string()) metadata_[k] = mv.get<std::string>();
       continue;
     }
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+        !v.contains("data_offsets"))
       fail("{}: tensor '{}': header entry needs dtype, shape and data_offsets", path, name);
     if (!v["dtype"].is_string()) fail("{}: tensor '{}': dtype must be a string", path, name);
     TensorView t;
@@ -70,13 +75,16 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
       t.shape.push_back(d.get<int64_t>());
     }
     auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
       fail("{}: tensor '{}': data_offsets must be [begin, end]", path, name);
     uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     if (b > e) fail("{}: tensor '{}': data_offsets [{}, {}] has begin after end", path, name, b, e);
     if (e > data_size)
-      fail("{}: tensor '{}': data_offsets [{}, {}] out of range (data section is {} bytes; file truncated?)",
-           path, name, b, e, data_size);
+      fail(
+          "{}: tensor '{}': data_offsets [{}, {}] out of range (data section is {} bytes; file "
+          "truncated?)",
+          path, name, b, e, data_size);
     const uint64_t want = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype);
     if (want != e - b)
       fail("{}: tensor '{}': shape {} x {} needs {} bytes but data_offsets span {}", path, name,
@@ -94,8 +102,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     auto& prev = ranges[order[i - 1]];
     auto& cur = ranges[order[i]];
     if (cur.first < prev.second && cur.first != cur.second && prev.first != prev.second)
-      fail("{}: tensors '{}' and '{}' have overlapping data_offsets", path, range_names[order[i - 1]],
-           range_names[order[i]]);
+      fail("{}: tensors '{}' and '{}' have overlapping data_offsets", path,
+           range_names[order[i - 1]], range_names[order[i]]);
   }
 }
 
@@ -119,7 +127,8 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
     for (auto& [name, f] : weight_map.items()) {
       if (!f.is_string()) fail("{}: weight_map['{}'] must be a file name", index.string(), name);
       auto s = f.get<std::string>();
-      if (std::find(shard_names.begin(), shard_names.end(), s) == shard_names.end()) shard_names.push_back(s);
+      if (std::find(shard_names.begin(), shard_names.end(), s) == shard_names.end())
+        shard_names.push_back(s);
     }
   } else if (fs::exists(d / "model.safetensors")) {
     shard_names.push_back("model.safetensors");
@@ -129,18 +138,20 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   for (auto& s : shard_names) {
     files_.push_back(std::make_unique<SafetensorsFile>((d / s).string()));
     for (auto& [name, t] : files_.back()->tensors()) {
-      if (index_.count(name)) fail("{}: tensor '{}' appears in two shards ({} and {})", dir, name, index_[name]->file, t.file);
+      if (index_.count(name))
+        fail("{}: tensor '{}' appears in two shards ({} and {})", dir, name, index_[name]->file,
+             t.file);
       index_[name] = &t;
     }
   }
   for (auto& [name, f] : weight_map.items()) {
     auto it = index_.find(name);
     if (it == index_.end())
-      fail("{}: weight_map lists tensor '{}' in {} but that shard does not hold it", index.string(), name,
-           f.get<std::string>());
+      fail("{}: weight_map lists tensor '{}' in {} but that shard does not hold it", index.string(),
+           name, f.get<std::string>());
     if (fs::path(it->second->file).filename() != f.get<std::string>())
-      fail("{}: weight_map puts tensor '{}' in {} but it is in {}", index.string(), name, f.get<std::string>(),
-           it->second->file);
+      fail("{}: weight_map puts tensor '{}' in {} but it is in {}", index.string(), name,
+           f.get<std::string>(), it->second->file);
   }
 }
 

@@ -46,7 +46,8 @@ void Model::forward(const ForwardArgs& a, float* logits) {
   // x: [n, d] token embeddings (no scaling).
   for (int i = 0; i < n; ++i) {
     const int id = a.ids[i];
-    if (id < 0 || id >= cfg_.vocab_size) fail("token id {} at row {} outside the vocabulary [0, {})", id, i, cfg_.vocab_size);
+    if (id < 0 || id >= cfg_.vocab_size)
+      fail("token id {} at row {} outside the vocabulary [0, {})", id, i, cfg_.vocab_size);
     tensor_row_f32(*w_.embed, id, d, x_.data() + size_t(i) * d);
   }
 

@@ -20,12 +20,32 @@ struct Names {
 
 Names names_for(Arch a) {
   if (a == Arch::kLLaDA)
-    return {"model.transformer.wte.weight", "model.transformer.ln_f.weight", "model.transformer.ff_out.weight",
-            "model.transformer.blocks.{}.", "attn_norm", "q_proj", "k_proj", "v_proj", "attn_out",
-            "ff_norm", "ff_proj", "up_proj", "ff_out"};
-  return {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.{}.",
-          "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-          "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    return {"model.transformer.wte.weight",
+            "model.transformer.ln_f.weight",
+            "model.transformer.ff_out.weight",
+            "model.transformer.blocks.{}.",
+            "attn_norm",
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "attn_out",
+            "ff_norm",
+            "ff_proj",
+            "up_proj",
+            "ff_out"};
+  return {"model.embed_tokens.weight",
+          "model.norm.weight",
+          "lm_head.weight",
+          "model.layers.{}.",
+          "input_layernorm",
+          "self_attn.q_proj",
+          "self_attn.k_proj",
+          "self_attn.v_proj",
+          "self_attn.o_proj",
+          "post_attention_layernorm",
+          "mlp.gate_proj",
+          "mlp.up_proj",
+          "mlp.down_proj"};
 }
 
 class Binder {
@@ -35,12 +55,15 @@ class Binder {
   const TensorView* get(const std::string& name, std::vector<int64_t> shape) {
     const TensorView* t = c_.find(name);
     if (t == nullptr)
-      fail("{}: missing tensor '{}' required by the {} architecture", c_.dir(), name, arch_name(cfg_.arch));
+      fail("{}: missing tensor '{}' required by the {} architecture", c_.dir(), name,
+           arch_name(cfg_.arch));
     if (t->shape != shape)
-      fail("{}: tensor '{}' has shape {} but config.json (d_model {}, heads {}/{}, mlp {}, vocab {}) "
-           "expects [{}]",
-           t->file, name, t->shape_str(), cfg_.d_model, cfg_.n_heads, cfg_.n_kv_heads, cfg_.mlp_hidden,
-           cfg_.vocab_size, fmt::join(shape, ", "));
+      fail(
+          "{}: tensor '{}' has shape {} but config.json (d_model {}, heads {}/{}, mlp {}, vocab "
+          "{}) "
+          "expects [{}]",
+          t->file, name, t->shape_str(), cfg_.d_model, cfg_.n_heads, cfg_.n_kv_heads,
+          cfg_.mlp_hidden, cfg_.vocab_size, fmt::join(shape, ", "));
     used_.insert(name);
     n_params_ += t->numel();
     return t;
@@ -62,8 +85,10 @@ class Binder {
   void check_unexpected() const {
     for (auto& [name, t] : c_.tensors())
       if (!used_.count(name))
-        fail("{}: unexpected tensor '{}' for the {} architecture (config.json n_layers {}, tying {})", t->file,
-             name, arch_name(cfg_.arch), cfg_.n_layers, cfg_.tied_embeddings);
+        fail(
+            "{}: unexpected tensor '{}' for the {} architecture (config.json n_layers {}, tying "
+            "{})",
+            t->file, name, arch_name(cfg_.arch), cfg_.n_layers, cfg_.tied_embeddings);
   }
   size_t n_params() const { return n_params_; }
 

@@ -75,8 +75,8 @@ void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
           for (int j = 0; j < rep; ++j) {
             const int h = g * rep + j;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hd, r.n, 1.0f,
-                        scores.data() + size_t(j) * qn * nk + col, nk, r.v, r.ld, first ? 0.0f : 1.0f,
-                        out + size_t(q0) * ld + size_t(h) * hd, ld);
+                        scores.data() + size_t(j) * qn * nk + col, nk, r.v, r.ld,
+                        first ? 0.0f : 1.0f, out + size_t(q0) * ld + size_t(h) * hd, ld);
           }
           first = false;
           col += r.n;

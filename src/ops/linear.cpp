@@ -56,7 +56,8 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy) {
         to_f32(l.w->dtype, src, panel.data(), size_t(rows) * in);
         w = panel.data();
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, in, 1.0f, x, in, w, in, 0.0f, y + r0, ldy);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, in, 1.0f, x, in, w, in, 0.0f,
+                  y + r0, ldy);
     }
   }
   if (l.b != nullptr) {

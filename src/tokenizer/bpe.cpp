@@ -8,7 +8,7 @@ namespace dllmq {
 
 namespace {
 constexpr uint32_t kNoRank = ~0u;
-constexpr size_t kSmallWord = 40;         // linear scans beat a heap below this many symbols
+constexpr size_t kSmallWord = 40;  // linear scans beat a heap below this many symbols
 }  // namespace
 
 void BpeModel::PairMap::reserve(size_t n) {
@@ -113,7 +113,8 @@ void BpeModel::bytes_insert(int32_t id) {
       ++m.count;
       return;
     }
-    if (id_bytes_[static_cast<uint32_t>(v) - 1] == s) {  // same bytes registered again: the later id wins
+    if (id_bytes_[static_cast<uint32_t>(v) - 1] ==
+        s) {  // same bytes registered again: the later id wins
       m.slots[i] = packed;
       return;
     }
@@ -129,7 +130,6 @@ void BpeModel::add_token(int32_t id, std::string bytes) {
   has_id_[id] = 1;
   id_bytes_[id] = std::move(bytes);
   bytes_insert(id);
-
 }
 
 void BpeModel::add_merge(int32_t a, int32_t b, int32_t merged, uint32_t rank) {
@@ -219,7 +219,8 @@ void BpeModel::merge_large(std::vector<int32_t>& syms) const {
   std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
   auto push = [&](int i) {
     if (i < 0 || next[i] < 0) return;
-    if (const Merge* m = lookup(syms[i], syms[next[i]])) heap.push({m->rank, i, syms[i], syms[next[i]], m->merged});
+    if (const Merge* m = lookup(syms[i], syms[next[i]]))
+      heap.push({m->rank, i, syms[i], syms[next[i]], m->merged});
   };
   for (int i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
@@ -243,8 +244,10 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
   if (bytes.empty()) return;
   if (bytes.size() == 1) {
     const int32_t id = byte_id_[static_cast<unsigned char>(bytes[0])];
-    if (id >= 0) out.push_back(id);
-    else if (unk_) out.push_back(*unk_);
+    if (id >= 0)
+      out.push_back(id);
+    else if (unk_)
+      out.push_back(*unk_);
     return;
   }
   const bool cacheable = cache_enabled_ && bytes.size() <= kCacheKey;
@@ -275,11 +278,15 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
     for (unsigned char b : bytes) {
       const int32_t id = byte_id_[b];
       // HF drops a byte that has no token unless an unk token is set.
-      if (id >= 0) syms.push_back(id);
-      else if (unk_) syms.push_back(*unk_);
+      if (id >= 0)
+        syms.push_back(id);
+      else if (unk_)
+        syms.push_back(*unk_);
     }
-    if (syms.size() <= kSmallWord) merge_small(syms);
-    else merge_large(syms);
+    if (syms.size() <= kSmallWord)
+      merge_small(syms);
+    else
+      merge_large(syms);
     out.insert(out.end(), syms.begin(), syms.end());
   }
   const size_t n = out.size() - start;

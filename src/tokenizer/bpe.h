@@ -19,8 +19,8 @@ class BpeModel {
   // Pair (a, b) merges into `merged` with priority `rank` (lower first). A repeated pair keeps the
   // last rank given, as HF does.
   void add_merge(int32_t a, int32_t b, int32_t merged, uint32_t rank);
-  // Derives merges from ranks as tiktoken does: pair (a, b) has the rank of bytes(a)+bytes(b) when that
-  // is a token. Call after all add_token.
+  // Derives merges from ranks as tiktoken does: pair (a, b) has the rank of bytes(a)+bytes(b) when
+  // that is a token. Call after all add_token.
   void derive_merges_from_ranks();
   // HF ignore_merges (and tiktoken always): a piece that is itself a token is emitted whole.
   void set_ignore_merges(bool v) { ignore_merges_ = v; }
@@ -61,8 +61,8 @@ class BpeModel {
   void merge_small(std::vector<int32_t>& syms) const;
   void merge_large(std::vector<int32_t>& syms) const;
 
-  // Open-addressing map bytes -> id; keys live in id_bytes_. A slot packs (hash tag << 32) | (id + 1),
-  // 0 = empty, so a probe costs one cache line and most mismatches skip the byte comparison.
+  // Open-addressing map bytes -> id; keys live in id_bytes_. A slot packs (hash tag << 32) | (id +
+  // 1), 0 = empty, so a probe costs one cache line and most mismatches skip the byte comparison.
   struct BytesMap {
     std::vector<uint64_t> slots;
     size_t count = 0, mask = 0;
@@ -81,8 +81,9 @@ class BpeModel {
   bool cache_enabled_ = true;
   std::optional<int32_t> unk_;
 
-  // Per-piece cache: most words repeat. Direct-mapped, one 64-byte line per entry, so a lookup is one
-  // memory access; a colliding piece simply replaces the old one. Guarded for concurrent encode() calls.
+  // Per-piece cache: most words repeat. Direct-mapped, one 64-byte line per entry, so a lookup is
+  // one memory access; a colliding piece simply replaces the old one. Guarded for concurrent
+  // encode() calls.
   struct CacheEntry {
     uint32_t tag = 0;     // hash bits; with key_len 0 the entry is empty
     uint8_t key_len = 0;  // 1..kCacheKey

@@ -13,7 +13,9 @@ struct Tables {
   std::array<int, 324> to_byte{};  // all alphabet code points are < 324
   Tables() {
     to_byte.fill(-1);
-    auto printable = [](int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); };
+    auto printable = [](int b) {
+      return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    };
     int n = 0;
     for (int b = 0; b < 256; ++b) {
       to_char[b] = printable(b) ? char32_t(b) : char32_t(256 + n++);
@@ -29,9 +31,13 @@ const Tables& tables() {
 
 }  // namespace
 
-char32_t byte_to_char(unsigned char b) { return tables().to_char[b]; }
+char32_t byte_to_char(unsigned char b) {
+  return tables().to_char[b];
+}
 
-int char_to_byte(char32_t c) { return c < 324 ? tables().to_byte[c] : -1; }
+int char_to_byte(char32_t c) {
+  return c < 324 ? tables().to_byte[c] : -1;
+}
 
 std::optional<std::string> byte_level_decode(std::string_view s) {
   std::string out;

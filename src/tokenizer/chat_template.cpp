@@ -8,7 +8,9 @@ namespace dllmq {
 namespace {
 
 // Python's str.isspace() (what Jinja's `trim` strips): White_Space plus U+001C..U+001F.
-bool py_space(char32_t c) { return is_unicode_whitespace(c) || (c >= 0x1C && c <= 0x1F); }
+bool py_space(char32_t c) {
+  return is_unicode_whitespace(c) || (c >= 0x1C && c <= 0x1F);
+}
 
 std::string py_strip(std::string_view s) {
   const std::string fixed = utf8_lossy(s);
@@ -32,7 +34,8 @@ std::string py_strip(std::string_view s) {
 
 }  // namespace
 
-std::string render_chat(ChatFormat format, std::string_view user, std::optional<std::string_view> system) {
+std::string render_chat(ChatFormat format, std::string_view user,
+                        std::optional<std::string_view> system) {
   std::string out;
   if (format == ChatFormat::kLLaDA) {
     auto turn = [&](const char* role, std::string_view content) {
@@ -56,14 +59,19 @@ std::string render_chat(ChatFormat format, std::string_view user, std::optional<
   return out;
 }
 
-ChatFormat chat_format_for(Arch arch) { return arch == Arch::kDream ? ChatFormat::kQwen : ChatFormat::kLLaDA; }
+ChatFormat chat_format_for(Arch arch) {
+  return arch == Arch::kDream ? ChatFormat::kQwen : ChatFormat::kLLaDA;
+}
 
 std::optional<ChatFormat> chat_format_for(const Tokenizer& tok) {
-  if (tok.token_to_id("<|start_header_id|>") && tok.token_to_id("<|eot_id|>")) return ChatFormat::kLLaDA;
+  if (tok.token_to_id("<|start_header_id|>") && tok.token_to_id("<|eot_id|>"))
+    return ChatFormat::kLLaDA;
   if (tok.token_to_id("<|im_start|>") && tok.token_to_id("<|im_end|>")) return ChatFormat::kQwen;
   return std::nullopt;
 }
 
-const char* chat_format_name(ChatFormat f) { return f == ChatFormat::kLLaDA ? "llada" : "qwen"; }
+const char* chat_format_name(ChatFormat f) {
+  return f == ChatFormat::kLLaDA ? "llada" : "qwen";
+}
 
 }  // namespace dllmq

@@ -17,14 +17,17 @@ enum class ChatFormat { kLLaDA, kQwen };
 
 // One user turn (plus an optional system turn), ending with the assistant header.
 //  kLLaDA: "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\n{user|trim}<|eot_id|>"
-//          "<|start_header_id|>assistant<|end_header_id|>\n\n" (system turn first when given; BOS once)
+//          "<|start_header_id|>assistant<|end_header_id|>\n\n" (system turn first when given; BOS
+//          once)
 //  kQwen:  "<|im_start|>system\n{system or 'You are a helpful assistant.'}<|im_end|>\n"
 //          "<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
-std::string render_chat(ChatFormat format, std::string_view user, std::optional<std::string_view> system = {});
+std::string render_chat(ChatFormat format, std::string_view user,
+                        std::optional<std::string_view> system = {});
 
 // LLaDA -> kLLaDA, Dream -> kQwen.
 ChatFormat chat_format_for(Arch arch);
-// From the tokenizer's specials: <|start_header_id|> -> kLLaDA, <|im_start|> -> kQwen, else nullopt.
+// From the tokenizer's specials: <|start_header_id|> -> kLLaDA, <|im_start|> -> kQwen, else
+// nullopt.
 std::optional<ChatFormat> chat_format_for(const Tokenizer& tok);
 
 const char* chat_format_name(ChatFormat f);

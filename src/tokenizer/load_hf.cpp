@@ -37,7 +37,8 @@ bool opt_bool(const json& j, const char* key, bool dflt, const std::string& wher
   return j[key].get<bool>();
 }
 
-// Vocab strings are byte-level text; anything else is kept verbatim (reachable only via added tokens).
+// Vocab strings are byte-level text; anything else is kept verbatim (reachable only via added
+// tokens).
 void add_vocab(TokenizerSpec& s, const json& vocab, const std::string& where) {
   if (!vocab.is_object()) fail("{}: \"vocab\" must be an object of token -> id", where);
   for (auto& [tok, v] : vocab.items()) {
@@ -54,18 +55,21 @@ void add_vocab(TokenizerSpec& s, const json& vocab, const std::string& where) {
   }
 }
 
-void add_merge(TokenizerSpec& s, const json& vocab, const std::string& a, const std::string& b, uint32_t rank,
-               const std::string& where) {
+void add_merge(TokenizerSpec& s, const json& vocab, const std::string& a, const std::string& b,
+               uint32_t rank, const std::string& where) {
   auto id_of = [&](const std::string& t) -> int32_t {
     auto it = vocab.find(t);
-    if (it == vocab.end()) fail("{}: merge '{} {}': token '{}' is not in the vocab", where, a, b, t);
+    if (it == vocab.end())
+      fail("{}: merge '{} {}': token '{}' is not in the vocab", where, a, b, t);
     return static_cast<int32_t>(it->get<int64_t>());
   };
-  const int32_t ia = id_of(a), ib = id_of(b), merged = id_of(a + b);  // in this order, for the message
+  const int32_t ia = id_of(a), ib = id_of(b),
+                merged = id_of(a + b);  // in this order, for the message
   s.bpe->add_merge(ia, ib, merged, rank);
 }
 
-void parse_merges_json(TokenizerSpec& s, const json& vocab, const json& merges, const std::string& where) {
+void parse_merges_json(TokenizerSpec& s, const json& vocab, const json& merges,
+                       const std::string& where) {
   if (!merges.is_array()) fail("{}: \"merges\" must be an array", where);
   for (size_t i = 0; i < merges.size(); ++i) {
     const json& m = merges[i];
@@ -78,7 +82,8 @@ void parse_merges_json(TokenizerSpec& s, const json& vocab, const json& merges, 
         fail("{}: merge '{}' must be two tokens separated by one space", w, line);
       add_merge(s, vocab, line.substr(0, sp), line.substr(sp + 1), static_cast<uint32_t>(i), w);
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      add_merge(s, vocab, m[0].get<std::string>(), m[1].get<std::string>(), static_cast<uint32_t>(i), w);
+      add_merge(s, vocab, m[0].get<std::string>(), m[1].get<std::string>(),
+                static_cast<uint32_t>(i), w);
     } else {
       fail("{}: a merge must be \"a b\" or [\"a\", \"b\"]", w);
     }
@@ -122,18 +127,23 @@ void parse_normalizer(TokenizerSpec& s, const json& j, const std::string& where)
   } else if (type == "NFKD") {
     s.normalizers.push_back(Normalizer::kNFKD);
   } else {
-    fail("{}: unsupported normalizer type '{}' (supported: NFC, NFD, NFKC, NFKD, Sequence)", where, type);
+    fail("{}: unsupported normalizer type '{}' (supported: NFC, NFD, NFKC, NFKD, Sequence)", where,
+         type);
   }
 }
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path, const std::vector<AddedToken>& extra);
+std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path,
+                                                     const std::vector<AddedToken>& extra);
 
-std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) { return load_tokenizer_json_extra(path, {}); }
+std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
+  return load_tokenizer_json_extra(path, {});
+}
 
 // `extra`: tokens (from tokenizer_config.json) added when their id is not already a token.
-std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path, const std::vector<AddedToken>& extra) {
+std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path,
+                                                     const std::vector<AddedToken>& extra) {
   const json j = parse_json(path);
   if (!j.is_object()) fail("{}: expected a JSON object at the top level", path);
   auto s = std::make_unique<TokenizerSpec>();
@@ -148,16 +158,21 @@ std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path, co
     type = m["type"].get<std::string>();
   }
   if (type != "BPE")
-    fail("{}.type: unsupported model type '{}' (only byte-level BPE is supported, not Unigram, WordPiece or "
-         "WordLevel)", mw, type);
+    fail(
+        "{}.type: unsupported model type '{}' (only byte-level BPE is supported, not Unigram, "
+        "WordPiece or "
+        "WordLevel)",
+        mw, type);
   if (!m.contains("vocab")) fail("{}: missing \"vocab\"", mw);
   if (!m.contains("merges")) fail("{}: missing \"merges\"", mw);
-  if (m.contains("dropout") && !m["dropout"].is_null() && !(m["dropout"].is_number() && m["dropout"].get<double>() == 0))
+  if (m.contains("dropout") && !m["dropout"].is_null() &&
+      !(m["dropout"].is_number() && m["dropout"].get<double>() == 0))
     fail("{}.dropout: BPE dropout is not supported", mw);
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (m.contains(k) && !m[k].is_null() && !(m[k].is_string() && m[k].get<std::string>().empty()))
       fail("{}.{}: not supported for byte-level BPE", mw, k);
-  if (opt_bool(m, "byte_fallback", false, mw)) fail("{}.byte_fallback: not supported (byte-level BPE only)", mw);
+  if (opt_bool(m, "byte_fallback", false, mw))
+    fail("{}.byte_fallback: not supported (byte-level BPE only)", mw);
   add_vocab(*s, m["vocab"], mw + ".vocab");
   parse_merges_json(*s, m["vocab"], m["merges"], mw + ".merges");
   s->bpe->set_ignore_merges(opt_bool(m, "ignore_merges", false, mw));
@@ -185,7 +200,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path, co
   if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null())
     s->pre = pre_tokenizer_from_json(j["pre_tokenizer"], path + ": pre_tokenizer", has_byte_level);
   if (!has_byte_level)
-    fail("{}: pre_tokenizer: no ByteLevel step; only byte-level BPE tokenizers are supported", path);
+    fail("{}: pre_tokenizer: no ByteLevel step; only byte-level BPE tokenizers are supported",
+         path);
 
   if (j.contains("decoder") && !j["decoder"].is_null()) {
     const json& d = j["decoder"];
@@ -197,7 +213,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path, co
   return std::make_unique<Tokenizer>(std::move(s));
 }
 
-std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path, const std::string& merges_path,
+std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path,
+                                             const std::string& merges_path,
                                              const std::vector<AddedToken>& added) {
   const json vocab = parse_json(vocab_path);
   auto s = std::make_unique<TokenizerSpec>();
@@ -220,7 +237,8 @@ std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path, cons
   // The Qwen2 / Dream pipeline (what transformers' Qwen2TokenizerFast builds from these files).
   s->normalizers.push_back(Normalizer::kNFC);
   std::vector<std::unique_ptr<PreTokenizer>> steps;
-  steps.push_back(make_split(kQwen2Pattern, false, SplitBehavior::kIsolated, false, "Qwen2 pattern"));
+  steps.push_back(
+      make_split(kQwen2Pattern, false, SplitBehavior::kIsolated, false, "Qwen2 pattern"));
   steps.push_back(make_byte_level(false, false));
   s->pre = make_sequence(std::move(steps));
   s->added = added;

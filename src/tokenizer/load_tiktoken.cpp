@@ -48,11 +48,12 @@ std::optional<std::string> base64_decode(std::string_view s) {
 std::vector<AddedToken> qwen_special_tokens() {
   // Qwen2.5 tokenizer_config.json ids 151643..151664, then Dream's <|beginoftext|> and <|mask|>.
   static const char* const kNames[] = {
-      "<|endoftext|>",   "<|im_start|>",   "<|im_end|>",       "<|object_ref_start|>", "<|object_ref_end|>",
-      "<|box_start|>",   "<|box_end|>",    "<|quad_start|>",   "<|quad_end|>",         "<|vision_start|>",
-      "<|vision_end|>",  "<|vision_pad|>", "<|image_pad|>",    "<|video_pad|>",        "<tool_call>",
-      "</tool_call>",    "<|fim_prefix|>", "<|fim_middle|>",   "<|fim_suffix|>",       "<|fim_pad|>",
-      "<|repo_name|>",   "<|file_sep|>",   "<|beginoftext|>",  "<|mask|>"};
+      "<|endoftext|>",      "<|im_start|>",     "<|im_end|>",      "<|object_ref_start|>",
+      "<|object_ref_end|>", "<|box_start|>",    "<|box_end|>",     "<|quad_start|>",
+      "<|quad_end|>",       "<|vision_start|>", "<|vision_end|>",  "<|vision_pad|>",
+      "<|image_pad|>",      "<|video_pad|>",    "<tool_call>",     "</tool_call>",
+      "<|fim_prefix|>",     "<|fim_middle|>",   "<|fim_suffix|>",  "<|fim_pad|>",
+      "<|repo_name|>",      "<|file_sep|>",     "<|beginoftext|>", "<|mask|>"};
   std::vector<AddedToken> out;
   int32_t id = 151643;
   for (const char* n : kNames) {
@@ -64,7 +65,8 @@ std::vector<AddedToken> qwen_special_tokens() {
   return out;
 }
 
-std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::vector<AddedToken>& specials) {
+std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path,
+                                         const std::vector<AddedToken>& specials) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("{}: cannot open file", path);
   auto s = std::make_unique<TokenizerSpec>();
@@ -76,9 +78,12 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::vec
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     const size_t sp = line.find(' ');
-    if (sp == std::string::npos) fail("{}:{}: expected 'base64 rank', got '{}'", path, lineno, line.substr(0, 80));
+    if (sp == std::string::npos)
+      fail("{}:{}: expected 'base64 rank', got '{}'", path, lineno, line.substr(0, 80));
     auto bytes = base64_decode(std::string_view(line).substr(0, sp));
-    if (!bytes) fail("{}:{}: token field '{}' is not valid base64", path, lineno, line.substr(0, std::min<size_t>(sp, 80)));
+    if (!bytes)
+      fail("{}:{}: token field '{}' is not valid base64", path, lineno,
+           line.substr(0, std::min<size_t>(sp, 80)));
     const std::string rank_s = line.substr(sp + 1);
     int64_t rank = -1;
     try {
@@ -89,8 +94,10 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::vec
       rank = -1;
     }
     if (rank < 0 || rank > INT32_MAX)
-      fail("{}:{}: rank field '{}' is not a non-negative integer", path, lineno, rank_s.substr(0, 40));
-    if (!ranks.insert(static_cast<int32_t>(rank)).second) fail("{}:{}: duplicate rank {}", path, lineno, rank);
+      fail("{}:{}: rank field '{}' is not a non-negative integer", path, lineno,
+           rank_s.substr(0, 40));
+    if (!ranks.insert(static_cast<int32_t>(rank)).second)
+      fail("{}:{}: duplicate rank {}", path, lineno, rank);
     if (s->bpe->find(*bytes)) fail("{}:{}: duplicate token (rank {})", path, lineno, rank);
     s->bpe->add_token(static_cast<int32_t>(rank), std::move(*bytes));
     ++n;
@@ -98,14 +105,17 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::vec
   if (n == 0) fail("{}: no ranks found (empty file?)", path);
   for (int b = 0; b < 256; ++b)
     if (!s->bpe->find(std::string(1, static_cast<char>(b))))
-      fail("{}: byte 0x{:02x} has no rank; a byte-level rank file must cover all 256 bytes", path, b);
+      fail("{}: byte 0x{:02x} has no rank; a byte-level rank file must cover all 256 bytes", path,
+           b);
   s->bpe->derive_merges_from_ranks();
   s->bpe->set_ignore_merges(true);  // tiktoken emits a piece that is itself a token directly
   std::vector<std::unique_ptr<PreTokenizer>> steps;
-  steps.push_back(make_split(kQwen2Pattern, false, SplitBehavior::kIsolated, false, "Qwen2 pattern"));
+  steps.push_back(
+      make_split(kQwen2Pattern, false, SplitBehavior::kIsolated, false, "Qwen2 pattern"));
   s->pre = make_sequence(std::move(steps));
   for (const AddedToken& t : specials) {
-    if (s->bpe->bytes_of(t.id)) fail("{}: special token '{}' id {} collides with a rank", path, t.content, t.id);
+    if (s->bpe->bytes_of(t.id))
+      fail("{}: special token '{}' id {} collides with a rank", path, t.content, t.id);
     AddedToken a = t;
     a.special = true;  // tiktoken treats every special alike
     a.normalized = false;

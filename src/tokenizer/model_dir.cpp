@@ -10,7 +10,8 @@ namespace fs = std::filesystem;
 
 // load_hf.cpp
 std::vector<AddedToken> read_added_tokens_decoder(const std::string& path);
-std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path, const std::vector<AddedToken>& extra);
+std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path,
+                                                     const std::vector<AddedToken>& extra);
 
 namespace {
 
@@ -37,9 +38,11 @@ std::unique_ptr<Tokenizer> load_tokenizer_for_model(const std::string& dir_s) {
   }
   if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {
     std::vector<AddedToken> added = config_added(dir);
-    auto tok = load_vocab_merges((dir / "vocab.json").string(), (dir / "merges.txt").string(), added);
+    auto tok =
+        load_vocab_merges((dir / "vocab.json").string(), (dir / "merges.txt").string(), added);
     if (added.empty() && tok->vocab_size() == 151643)  // a bare Qwen2 vocabulary: Dream's specials
-      return load_vocab_merges((dir / "vocab.json").string(), (dir / "merges.txt").string(), qwen_special_tokens());
+      return load_vocab_merges((dir / "vocab.json").string(), (dir / "merges.txt").string(),
+                               qwen_special_tokens());
     return tok;
   }
   if (auto tk = find_tiktoken(dir)) return load_tiktoken(tk->string(), qwen_special_tokens());
@@ -48,7 +51,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_for_model(const std::string& dir_s) {
 
 std::string missing_tokenizer_message(const std::string& dir) {
   return fmt::format(
-      "{}: no tokenizer files (looked for tokenizer.json, vocab.json + merges.txt, *.tiktoken); text input needs "
+      "{}: no tokenizer files (looked for tokenizer.json, vocab.json + merges.txt, *.tiktoken); "
+      "text input needs "
       "one of them, or pass token ids (--ids / --prompt-ids)",
       dir);
 }

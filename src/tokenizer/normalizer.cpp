@@ -19,10 +19,18 @@ std::string normalize(Normalizer n, std::string_view text) {
   if (ascii) return std::string(text);
   int opts = UTF8PROC_STABLE;
   switch (n) {
-    case Normalizer::kNFC: opts |= UTF8PROC_COMPOSE; break;
-    case Normalizer::kNFD: opts |= UTF8PROC_DECOMPOSE; break;
-    case Normalizer::kNFKC: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case Normalizer::kNFKD: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case Normalizer::kNFC:
+      opts |= UTF8PROC_COMPOSE;
+      break;
+    case Normalizer::kNFD:
+      opts |= UTF8PROC_DECOMPOSE;
+      break;
+    case Normalizer::kNFKC:
+      opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case Normalizer::kNFKD:
+      opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   utf8proc_uint8_t* out = nullptr;
   const utf8proc_ssize_t r = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
 #include <utf8proc.h>
+#include <nlohmann/json.hpp>
 
 #include "tokenizer/utf8.h"
 #include "util/error.h"
@@ -12,7 +12,8 @@ namespace dllmq {
 
 using nlohmann::json;
 
-const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 const char* const kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
@@ -37,24 +38,30 @@ void emit_split(const std::vector<Span>& spans, SplitBehavior behavior, std::vec
       break;
     case SplitBehavior::kMergedWithPrevious:
       for (auto& s : spans) {
-        if (s.is_match && !prev_match && !acc.empty()) acc.back().e = s.e;
-        else acc.push_back(s);
+        if (s.is_match && !prev_match && !acc.empty())
+          acc.back().e = s.e;
+        else
+          acc.push_back(s);
         prev_match = s.is_match;
       }
       break;
     case SplitBehavior::kMergedWithNext:
       for (size_t k = spans.size(); k-- > 0;) {
         const Span& s = spans[k];
-        if (s.is_match && !prev_match && !acc.empty()) acc.back().b = s.b;
-        else acc.push_back(s);
+        if (s.is_match && !prev_match && !acc.empty())
+          acc.back().b = s.b;
+        else
+          acc.push_back(s);
         prev_match = s.is_match;
       }
       std::reverse(acc.begin(), acc.end());
       break;
     case SplitBehavior::kContiguous:
       for (auto& s : spans) {
-        if (s.is_match == prev_match && !acc.empty()) acc.back().e = s.e;
-        else acc.push_back(s);
+        if (s.is_match == prev_match && !acc.empty())
+          acc.back().e = s.e;
+        else
+          acc.push_back(s);
         prev_match = s.is_match;
       }
       break;
@@ -65,7 +72,8 @@ void emit_split(const std::vector<Span>& spans, SplitBehavior behavior, std::vec
 
 class SplitPre : public PreTokenizer {
  public:
-  SplitPre(const std::string& pattern, bool literal, SplitBehavior b, bool invert, const std::string& where)
+  SplitPre(const std::string& pattern, bool literal, SplitBehavior b, bool invert,
+           const std::string& where)
       : re_(pattern, where, literal), behavior_(b), invert_(invert) {}
 
   void apply(std::string& buf, std::vector<Piece>& pieces) const override {
@@ -101,8 +109,9 @@ class SplitPre : public PreTokenizer {
 class ByteLevelPre : public PreTokenizer {
  public:
   ByteLevelPre(bool add_prefix_space, bool use_regex) : add_prefix_space_(add_prefix_space) {
-    if (use_regex) split_ = std::make_unique<SplitPre>(kGpt2Pattern, false, SplitBehavior::kIsolated, false,
-                                                       "ByteLevel pre-tokenizer");
+    if (use_regex)
+      split_ = std::make_unique<SplitPre>(kGpt2Pattern, false, SplitBehavior::kIsolated, false,
+                                          "ByteLevel pre-tokenizer");
   }
 
   void apply(std::string& buf, std::vector<Piece>& pieces) const override {
@@ -139,7 +148,8 @@ class DigitsPre : public PreTokenizer {
         const size_t b = i;
         const char32_t c = utf8_next(text, i);
         const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-        const bool numeric = cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
+        const bool numeric = cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
+                             cat == UTF8PROC_CATEGORY_NO;
         spans.push_back({uint32_t(p.off + b), uint32_t(p.off + i), numeric});
       }
       // Per-character spans; Contiguous glues runs, Isolated keeps each digit alone.
@@ -161,7 +171,8 @@ class DigitsPre : public PreTokenizer {
 
 class SequencePre : public PreTokenizer {
  public:
-  explicit SequencePre(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {}
+  explicit SequencePre(std::vector<std::unique_ptr<PreTokenizer>> steps)
+      : steps_(std::move(steps)) {}
   void apply(std::string& buf, std::vector<Piece>& pieces) const override {
     for (auto& s : steps_) s->apply(buf, pieces);
   }
@@ -183,8 +194,10 @@ SplitBehavior parse_behavior(const json& j, const std::string& where) {
   if (s == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (s == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (s == "Contiguous") return SplitBehavior::kContiguous;
-  fail("{}: unknown split behavior '{}' (expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous)",
-       where, s);
+  fail(
+      "{}: unknown split behavior '{}' (expected Removed, Isolated, MergedWithPrevious, "
+      "MergedWithNext or Contiguous)",
+      where, s);
 }
 
 bool get_bool(const json& j, const char* key, bool dflt, const std::string& where) {
@@ -195,8 +208,8 @@ bool get_bool(const json& j, const char* key, bool dflt, const std::string& wher
 
 }  // namespace
 
-std::unique_ptr<PreTokenizer> make_split(const std::string& pattern, bool literal, SplitBehavior b, bool invert,
-                                         const std::string& where) {
+std::unique_ptr<PreTokenizer> make_split(const std::string& pattern, bool literal, SplitBehavior b,
+                                         bool invert, const std::string& where) {
   return std::make_unique<SplitPre>(pattern, literal, b, invert, where);
 }
 std::unique_ptr<PreTokenizer> make_byte_level(bool add_prefix_space, bool use_regex) {
@@ -209,7 +222,8 @@ std::unique_ptr<PreTokenizer> make_sequence(std::vector<std::unique_ptr<PreToken
   return std::make_unique<SequencePre>(std::move(steps));
 }
 
-std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const json& j, const std::string& where, bool& has_byte_level) {
+std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const json& j, const std::string& where,
+                                                      bool& has_byte_level) {
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
     fail("{}: expected an object with a string \"type\"", where);
   const std::string type = j["type"].get<std::string>();
@@ -219,14 +233,16 @@ std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const json& j, const std::
     std::vector<std::unique_ptr<PreTokenizer>> steps;
     for (size_t i = 0; i < j["pretokenizers"].size(); ++i) {
       // Steps after ByteLevel would see byte-level characters, which this engine does not model.
-      if (has_byte_level) fail("{}.pretokenizers[{}]: a step after ByteLevel is not supported", where, i);
-      steps.push_back(pre_tokenizer_from_json(j["pretokenizers"][i], fmt::format("{}.pretokenizers[{}]", where, i),
-                                              has_byte_level));
+      if (has_byte_level)
+        fail("{}.pretokenizers[{}]: a step after ByteLevel is not supported", where, i);
+      steps.push_back(pre_tokenizer_from_json(
+          j["pretokenizers"][i], fmt::format("{}.pretokenizers[{}]", where, i), has_byte_level));
     }
     return make_sequence(std::move(steps));
   }
   if (type == "Split") {
-    if (!j.contains("pattern") || !j["pattern"].is_object()) fail("{}: Split needs a \"pattern\" object", where);
+    if (!j.contains("pattern") || !j["pattern"].is_object())
+      fail("{}: Split needs a \"pattern\" object", where);
     const json& p = j["pattern"];
     bool literal = false;
     std::string pattern;
@@ -244,10 +260,12 @@ std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const json& j, const std::
   }
   if (type == "ByteLevel") {
     has_byte_level = true;
-    return make_byte_level(get_bool(j, "add_prefix_space", true, where), get_bool(j, "use_regex", true, where));
+    return make_byte_level(get_bool(j, "add_prefix_space", true, where),
+                           get_bool(j, "use_regex", true, where));
   }
   if (type == "Digits") return make_digits(get_bool(j, "individual_digits", false, where));
-  fail("{}: unsupported pre-tokenizer type '{}' (supported: Sequence, Split, ByteLevel, Digits)", where, type);
+  fail("{}: unsupported pre-tokenizer type '{}' (supported: Sequence, Split, ByteLevel, Digits)",
+       where, type);
 }
 
 }  // namespace dllmq

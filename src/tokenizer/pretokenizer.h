@@ -34,15 +34,16 @@ extern const char* const kGpt2Pattern;
 // Qwen2 / Dream pattern (reference §2.4).
 extern const char* const kQwen2Pattern;
 
-std::unique_ptr<PreTokenizer> make_split(const std::string& pattern, bool literal, SplitBehavior b, bool invert,
-                                         const std::string& where);
+std::unique_ptr<PreTokenizer> make_split(const std::string& pattern, bool literal, SplitBehavior b,
+                                         bool invert, const std::string& where);
 std::unique_ptr<PreTokenizer> make_byte_level(bool add_prefix_space, bool use_regex);
 std::unique_ptr<PreTokenizer> make_digits(bool individual_digits);
 std::unique_ptr<PreTokenizer> make_sequence(std::vector<std::unique_ptr<PreTokenizer>> steps);
 
-// Builds from a tokenizer.json "pre_tokenizer" object; `where` is "file: pre_tokenizer..." for errors.
-// Unsupported types fail with a message naming the type.
-std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const nlohmann::json& j, const std::string& where,
+// Builds from a tokenizer.json "pre_tokenizer" object; `where` is "file: pre_tokenizer..." for
+// errors. Unsupported types fail with a message naming the type.
+std::unique_ptr<PreTokenizer> pre_tokenizer_from_json(const nlohmann::json& j,
+                                                      const std::string& where,
                                                       bool& has_byte_level);
 
 }  // namespace dllmq

@@ -10,7 +10,8 @@ namespace dllmq {
 namespace {
 
 constexpr const char* kWhiteSpace =
-    "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+    "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"
+    "\\x{205F}\\x{3000}";
 
 // One JIT stack and match block per thread: matching is reentrant across Regex objects.
 struct ThreadState {
@@ -75,31 +76,38 @@ Regex::Regex(const std::string& pattern, const std::string& where, bool literal)
   int err = 0;
   PCRE2_SIZE off = 0;
   const uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(src.data()), src.size(), opts, &err, &off, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(src.data()), src.size(), opts, &err,
+                                   &off, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    fail("{}: cannot compile regex /{}/ at offset {}: {}", where, pattern, off, reinterpret_cast<char*>(msg));
+    fail("{}: cannot compile regex /{}/ at offset {}: {}", where, pattern, off,
+         reinterpret_cast<char*>(msg));
   }
   code_ = code;
   jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
 }
 
-Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+Regex::~Regex() {
+  pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
 
-void Regex::find_all(std::string_view text, const std::function<void(size_t, size_t)>& on_match) const {
+void Regex::find_all(std::string_view text,
+                     const std::function<void(size_t, size_t)>& on_match) const {
   auto* code = static_cast<pcre2_code*>(code_);
   ThreadState& ts = thread_state();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos <= text.size()) {
-    const int rc = jit_ ? pcre2_jit_match(code, subject, text.size(), pos, 0, ts.md, ts.mctx)
-                        : pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, ts.md, ts.mctx);
+    const int rc =
+        jit_ ? pcre2_jit_match(code, subject, text.size(), pos, 0, ts.md, ts.mctx)
+             : pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, ts.md, ts.mctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(rc, msg, sizeof msg);
-      fail("{}: regex /{}/ failed on a {}-byte input: {}", where_, pattern_, text.size(), reinterpret_cast<char*>(msg));
+      fail("{}: regex /{}/ failed on a {}-byte input: {}", where_, pattern_, text.size(),
+           reinterpret_cast<char*>(msg));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(ts.md);
     const size_t b = ov[0], e = ov[1];

@@ -147,7 +147,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input, bool allow_specia
     buf.assign(seg);
     pieces.assign(1, Piece{0, static_cast<uint32_t>(buf.size())});
     if (s_->pre) s_->pre->apply(buf, pieces);
-    for (const Piece& p : pieces) s_->bpe->encode_piece(std::string_view(buf.data() + p.off, p.len), ids);
+    for (const Piece& p : pieces)
+      s_->bpe->encode_piece(std::string_view(buf.data() + p.off, p.len), ids);
   };
   for (const Segment& sg : segs) {
     if (sg.id >= 0) {
@@ -164,8 +165,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input, bool allow_specia
     inner.clear();
     split_added(norm, norm_toks, inner);
     for (const Segment& in : inner) {
-      if (in.id >= 0) ids.push_back(in.id);
-      else encode_text(std::string_view(norm).substr(in.b, in.e - in.b));
+      if (in.id >= 0)
+        ids.push_back(in.id);
+      else
+        encode_text(std::string_view(norm).substr(in.b, in.e - in.b));
     }
   }
   return ids;
@@ -221,7 +224,9 @@ bool Tokenizer::is_special(int32_t id) const {
   return t && t->special;
 }
 
-const std::vector<AddedToken>& Tokenizer::added_tokens() const { return s_->added; }
+const std::vector<AddedToken>& Tokenizer::added_tokens() const {
+  return s_->added;
+}
 
 size_t Tokenizer::vocab_size() const {
   int32_t m = s_->bpe->max_id();
@@ -229,8 +234,12 @@ size_t Tokenizer::vocab_size() const {
   return static_cast<size_t>(m + 1);
 }
 
-void Tokenizer::set_cache_enabled(bool on) { s_->bpe->set_cache_enabled(on); }
+void Tokenizer::set_cache_enabled(bool on) {
+  s_->bpe->set_cache_enabled(on);
+}
 
-const std::string& Tokenizer::source() const { return s_->source; }
+const std::string& Tokenizer::source() const {
+  return s_->source;
+}
 
 }  // namespace dllmq

@@ -16,11 +16,12 @@ namespace dllmq {
 struct AddedToken {
   std::string content;
   int32_t id = 0;
-  bool special = true;      // skipped by decode(skip_special=true); not matched when allow_special=false
-  bool lstrip = false;      // the match swallows whitespace on its left
-  bool rstrip = false;      // ... and on its right
-  bool normalized = false;  // matched after normalization instead of on the raw text
-  bool single_word = false; // only matched when not inside a word
+  bool special =
+      true;  // skipped by decode(skip_special=true); not matched when allow_special=false
+  bool lstrip = false;       // the match swallows whitespace on its left
+  bool rstrip = false;       // ... and on its right
+  bool normalized = false;   // matched after normalization instead of on the raw text
+  bool single_word = false;  // only matched when not inside a word
 };
 
 struct TokenizerSpec;  // internal: built by the loaders (tokenizer/tokenizer_spec.h)
@@ -37,7 +38,8 @@ class Tokenizer {
   // Unknown ids are skipped (as HF does); invalid UTF-8 becomes U+FFFD like the reference decoders.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
-  // Token strings use the byte-level alphabet (" Hello" is "ĠHello"); added tokens are their content.
+  // Token strings use the byte-level alphabet (" Hello" is "ĠHello"); added tokens are their
+  // content.
   std::optional<int32_t> token_to_id(std::string_view token) const;
   std::optional<std::string> id_to_token(int32_t id) const;
   // Raw bytes one id decodes to (added tokens: their UTF-8 content).
@@ -58,9 +60,11 @@ class Tokenizer {
 // HF tokenizer.json (model type BPE with a ByteLevel pre-tokenizer).
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path);
 // tiktoken rank file (`base64(bytes) rank` per line), Qwen2 pattern, plus `specials`.
-std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::vector<AddedToken>& specials);
+std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path,
+                                         const std::vector<AddedToken>& specials);
 // GPT-2-style vocab.json + merges.txt, with the Qwen2 pipeline (NFC, Qwen2 pattern, byte-level).
-std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path, const std::string& merges_path,
+std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path,
+                                             const std::string& merges_path,
                                              const std::vector<AddedToken>& added = {});
 
 // Dream / Qwen2.5 specials 151643..151666 (<|endoftext|> ... <|mask|>).

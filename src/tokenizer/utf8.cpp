@@ -13,16 +13,18 @@ size_t utf8_valid_len(std::string_view s, size_t i) {
     if (i + 1 >= n) return 0;
     const unsigned c1 = p[i + 1];
     // Second-byte ranges exclude overlongs (E0) and surrogates (ED).
-    const bool ok1 = c == 0xE0 ? (c1 >= 0xA0 && c1 <= 0xBF) : c == 0xED ? (c1 >= 0x80 && c1 <= 0x9F)
-                                                                        : (c1 & 0xC0) == 0x80;
+    const bool ok1 = c == 0xE0   ? (c1 >= 0xA0 && c1 <= 0xBF)
+                     : c == 0xED ? (c1 >= 0x80 && c1 <= 0x9F)
+                                 : (c1 & 0xC0) == 0x80;
     if (!ok1) return 0;
     return cont(2) ? 3 : 0;
   }
   if (c >= 0xF0 && c <= 0xF4) {
     if (i + 1 >= n) return 0;
     const unsigned c1 = p[i + 1];
-    const bool ok1 = c == 0xF0 ? (c1 >= 0x90 && c1 <= 0xBF) : c == 0xF4 ? (c1 >= 0x80 && c1 <= 0x8F)
-                                                                        : (c1 & 0xC0) == 0x80;
+    const bool ok1 = c == 0xF0   ? (c1 >= 0x90 && c1 <= 0xBF)
+                     : c == 0xF4 ? (c1 >= 0x80 && c1 <= 0x8F)
+                                 : (c1 & 0xC0) == 0x80;
     if (!ok1) return 0;
     return cont(2) && cont(3) ? 4 : 0;
   }
@@ -52,7 +54,8 @@ static size_t invalid_subpart_len(std::string_view s, size_t i) {
   const unsigned c = p[i];
   size_t need = 0;
   unsigned lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) need = 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    need = 1;
   else if (c >= 0xE0 && c <= 0xEF) {
     need = 2;
     if (c == 0xE0) lo = 0xA0;
@@ -102,7 +105,8 @@ char32_t utf8_next(std::string_view s, size_t& i) {
     i += 3;
     return r;
   }
-  char32_t r = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
+  char32_t r =
+      ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
   i += 4;
   return r;
 }

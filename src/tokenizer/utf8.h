@@ -1,5 +1,6 @@
 // UTF-8 helpers shared by the tokenizer: lossy validation (as Rust's String::from_utf8_lossy and
-// Python's errors="replace", which agree: one U+FFFD per maximal invalid subpart) and code point access.
+// Python's errors="replace", which agree: one U+FFFD per maximal invalid subpart) and code point
+// access.
 #pragma once
 
 #include <cstdint>

@@ -25,141 +25,213 @@ struct GsmCase {
 };
 const GsmCase kGsm[] = {
     {R"~(The answer is 72.
-#### 72)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~(72)~", R"~(72)~", 1, 1},
+#### 72)~",
+     R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
+#### 72)~",
+     R"~(72)~", R"~(72)~", 1, 1},
     {R"~(#### 72)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~(72)~", R"~(72)~", 1, 1},
+#### 72)~",
+     R"~(72)~", R"~(72)~", 1, 1},
     {R"~(#### 72.)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~(72.)~", R"~(72.)~", 1, 1},
+#### 72)~",
+     R"~(72.)~", R"~(72.)~", 1, 1},
     {R"~(#### 72.00)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~(72.00)~", R"~(72.00)~", 0, 0},
+#### 72)~",
+     R"~(72.00)~", R"~(72.00)~", 0, 0},
     {R"~(#### $72)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~([invalid])~", R"~($72)~", 0, 1},
+#### 72)~",
+     R"~([invalid])~", R"~($72)~", 0, 1},
     {R"~(#### -72)~", R"~(x
-#### -72)~", R"~(-72)~", R"~(-72)~", 1, 1},
+#### -72)~",
+     R"~(-72)~", R"~(-72)~", 1, 1},
     {R"~(#### -72)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~(-72)~", R"~(-72)~", 0, 0},
+#### 72)~",
+     R"~(-72)~", R"~(-72)~", 0, 0},
     {R"~(#### 1,000)~", R"~(y
-#### 1000)~", R"~(1,000)~", R"~(1,000)~", 1, 1},
+#### 1000)~",
+     R"~(1,000)~", R"~(1,000)~", 1, 1},
     {R"~(#### 1,000.)~", R"~(y
-#### 1000)~", R"~(1,000.)~", R"~(1,000.)~", 1, 1},
+#### 1000)~",
+     R"~(1,000.)~", R"~(1,000.)~", 1, 1},
     {R"~(So she has 1,000 apples.)~", R"~(y
-#### 1000)~", R"~([invalid])~", R"~(1,000)~", 0, 1},
+#### 1000)~",
+     R"~([invalid])~", R"~(1,000)~", 0, 1},
     {R"~(She pays $18.)~", R"~(z
-#### 18)~", R"~([invalid])~", R"~($18.)~", 0, 1},
+#### 18)~",
+     R"~([invalid])~", R"~($18.)~", 0, 1},
     {R"~(She pays $18.00)~", R"~(z
-#### 18)~", R"~([invalid])~", R"~($18.00)~", 0, 0},
+#### 18)~",
+     R"~([invalid])~", R"~($18.00)~", 0, 0},
     {R"~(#### 18
-#### 20)~", R"~(z
-#### 18)~", R"~(18)~", R"~(20)~", 1, 0},
+#### 20)~",
+     R"~(z
+#### 18)~",
+     R"~(18)~", R"~(20)~", 1, 0},
     {R"~(#### 20
-#### 18)~", R"~(z
-#### 18)~", R"~(20)~", R"~(18)~", 0, 1},
+#### 18)~",
+     R"~(z
+#### 18)~",
+     R"~(20)~", R"~(18)~", 0, 1},
     {R"~(There are 5 cats and 7 dogs, so 12 animals.)~", R"~(a
-#### 12)~", R"~([invalid])~", R"~(12)~", 0, 1},
+#### 12)~",
+     R"~([invalid])~", R"~(12)~", 0, 1},
     {R"~(There are 12 animals, not 5.)~", R"~(a
-#### 12)~", R"~([invalid])~", R"~(5.)~", 0, 0},
+#### 12)~",
+     R"~([invalid])~", R"~(5.)~", 0, 0},
     {R"~(The total is -5 degrees)~", R"~(b
-#### -5)~", R"~([invalid])~", R"~(-5)~", 0, 1},
+#### -5)~",
+     R"~([invalid])~", R"~(-5)~", 0, 1},
     {R"~(The total is - 5 degrees)~", R"~(b
-#### -5)~", R"~([invalid])~", R"~(5)~", 0, 0},
+#### -5)~",
+     R"~([invalid])~", R"~(5)~", 0, 0},
     {R"~(No numbers here.)~", R"~(b
-#### 5)~", R"~([invalid])~", R"~([invalid])~", 0, 0},
+#### 5)~",
+     R"~([invalid])~", R"~([invalid])~", 0, 0},
     {R"~()~", R"~(b
-#### 5)~", R"~([invalid])~", R"~([invalid])~", 0, 0},
+#### 5)~",
+     R"~([invalid])~", R"~([invalid])~", 0, 0},
     {R"~(####72)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~([invalid])~", R"~(72)~", 0, 1},
+#### 72)~",
+     R"~([invalid])~", R"~(72)~", 0, 1},
     {R"~(#### 72 apples)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~(72)~", R"~(72)~", 1, 1},
+#### 72)~",
+     R"~(72)~", R"~(72)~", 1, 1},
     {R"~(The answer is 7.)~", R"~(c
-#### 7)~", R"~([invalid])~", R"~(7.)~", 0, 1},
+#### 7)~",
+     R"~([invalid])~", R"~(7.)~", 0, 1},
     {R"~(The answer is 7)~", R"~(c
-#### 7)~", R"~([invalid])~", R"~(7)~", 0, 1},
+#### 7)~",
+     R"~([invalid])~", R"~(7)~", 0, 1},
     {R"~(It costs $7)~", R"~(c
-#### 7)~", R"~([invalid])~", R"~($7)~", 0, 1},
+#### 7)~",
+     R"~([invalid])~", R"~($7)~", 0, 1},
     {R"~(It costs 7$)~", R"~(c
-#### 7)~", R"~([invalid])~", R"~(7$)~", 0, 1},
+#### 7)~",
+     R"~([invalid])~", R"~(7$)~", 0, 1},
     {R"~(It costs 0.5 dollars)~", R"~(c
-#### 0.5)~", R"~([invalid])~", R"~(0.5)~", 0, 1},
+#### 0.5)~",
+     R"~([invalid])~", R"~(0.5)~", 0, 1},
     {R"~(It costs .5 dollars)~", R"~(c
-#### 0.5)~", R"~([invalid])~", R"~(.5)~", 0, 0},
+#### 0.5)~",
+     R"~([invalid])~", R"~(.5)~", 0, 0},
     {R"~(The answer is 3.14159)~", R"~(c
-#### 3.14159)~", R"~([invalid])~", R"~(3.14159)~", 0, 1},
+#### 3.14159)~",
+     R"~([invalid])~", R"~(3.14159)~", 0, 1},
     {R"~(The year 2023 had 365 days)~", R"~(c
-#### 365)~", R"~([invalid])~", R"~(365)~", 0, 1},
+#### 365)~",
+     R"~([invalid])~", R"~(365)~", 0, 1},
     {R"~(Answer: 10,000,000)~", R"~(c
-#### 10000000)~", R"~([invalid])~", R"~(10,000,000)~", 0, 1},
+#### 10000000)~",
+     R"~([invalid])~", R"~(10,000,000)~", 0, 1},
     {R"~(Answer: 10.000.000)~", R"~(c
-#### 10000000)~", R"~([invalid])~", R"~(10.000.000)~", 0, 0},
+#### 10000000)~",
+     R"~([invalid])~", R"~(10.000.000)~", 0, 0},
     {R"~(x = 4, y = 5)~", R"~(c
-#### 5)~", R"~([invalid])~", R"~(5)~", 0, 1},
+#### 5)~",
+     R"~([invalid])~", R"~(5)~", 0, 1},
     {R"~(x = 4, y = 5)~", R"~(c
-#### 4)~", R"~([invalid])~", R"~(5)~", 0, 0},
+#### 4)~",
+     R"~([invalid])~", R"~(5)~", 0, 0},
     {R"~(The result: 42!)~", R"~(c
-#### 42)~", R"~([invalid])~", R"~(42)~", 0, 1},
+#### 42)~",
+     R"~([invalid])~", R"~(42)~", 0, 1},
     {R"~(#### 42
-Question: next)~", R"~(c
-#### 42)~", R"~(42)~", R"~(42)~", 1, 1},
+Question: next)~",
+     R"~(c
+#### 42)~",
+     R"~(42)~", R"~(42)~", 1, 1},
     {R"~(#### +42)~", R"~(c
-#### 42)~", R"~([invalid])~", R"~(42)~", 0, 1},
+#### 42)~",
+     R"~([invalid])~", R"~(42)~", 0, 1},
     {R"~(#### 0)~", R"~(c
-#### 0)~", R"~(0)~", R"~(0)~", 1, 1},
+#### 0)~",
+     R"~(0)~", R"~(0)~", 1, 1},
     {R"~(0 apples left)~", R"~(c
-#### 0)~", R"~([invalid])~", R"~(0)~", 0, 1},
+#### 0)~",
+     R"~([invalid])~", R"~(0)~", 0, 1},
     {R"~(3 apples)~", R"~(c
-#### 3)~", R"~([invalid])~", R"~(3)~", 0, 1},
+#### 3)~",
+     R"~([invalid])~", R"~(3)~", 0, 1},
     {R"~(-3 apples)~", R"~(c
-#### -3)~", R"~([invalid])~", R"~(-3)~", 0, 1},
+#### -3)~",
+     R"~([invalid])~", R"~(-3)~", 0, 1},
     {R"~(--3 apples)~", R"~(c
-#### -3)~", R"~([invalid])~", R"~(-3)~", 0, 1},
+#### -3)~",
+     R"~([invalid])~", R"~(-3)~", 0, 1},
     {R"~(1e5 atoms)~", R"~(c
-#### 100000)~", R"~([invalid])~", R"~(5)~", 0, 0},
+#### 100000)~",
+     R"~([invalid])~", R"~(5)~", 0, 0},
     {R"~(It is 50%)~", R"~(c
-#### 50)~", R"~([invalid])~", R"~(50)~", 0, 1},
+#### 50)~",
+     R"~([invalid])~", R"~(50)~", 0, 1},
     {R"~(It is 50 %.)~", R"~(c
-#### 50)~", R"~([invalid])~", R"~(50)~", 0, 1},
+#### 50)~",
+     R"~([invalid])~", R"~(50)~", 0, 1},
     {R"~($1,234.56 total)~", R"~(c
-#### 1234.56)~", R"~([invalid])~", R"~($1,234.56)~", 0, 1},
+#### 1234.56)~",
+     R"~([invalid])~", R"~($1,234.56)~", 0, 1},
     {R"~(Total: $ 30)~", R"~(c
-#### 30)~", R"~([invalid])~", R"~(30)~", 0, 1},
+#### 30)~",
+     R"~([invalid])~", R"~(30)~", 0, 1},
     {R"~(Total: 30 $)~", R"~(c
-#### 30)~", R"~([invalid])~", R"~(30)~", 0, 1},
+#### 30)~",
+     R"~([invalid])~", R"~(30)~", 0, 1},
     {R"~(He has 8 
-#### 8)~", R"~(c
-#### 8)~", R"~(8)~", R"~(8)~", 1, 1},
+#### 8)~",
+     R"~(c
+#### 8)~",
+     R"~(8)~", R"~(8)~", 1, 1},
     {R"~(#### 8
-)~", R"~(c
-#### 8)~", R"~(8)~", R"~(8)~", 1, 1},
+)~",
+     R"~(c
+#### 8)~",
+     R"~(8)~", R"~(8)~", 1, 1},
     {R"~(#### 5,5)~", R"~(c
-#### 55)~", R"~(5,5)~", R"~(5,5)~", 1, 1},
+#### 55)~",
+     R"~(5,5)~", R"~(5,5)~", 1, 1},
     {R"~(#### 5.5.)~", R"~(c
-#### 5.5)~", R"~(5.5.)~", R"~(5.5.)~", 1, 1},
+#### 5.5)~",
+     R"~(5.5.)~", R"~(5.5.)~", 1, 1},
     {R"~(Answer is 12.
-)~", R"~(c
-#### 12)~", R"~([invalid])~", R"~(12.)~", 0, 1},
+)~",
+     R"~(c
+#### 12)~",
+     R"~([invalid])~", R"~(12.)~", 0, 1},
     {R"~(Answer is 12.
-)~", R"~(c
-#### 12)~", R"~([invalid])~", R"~(12.)~", 0, 1},
+)~",
+     R"~(c
+#### 12)~",
+     R"~([invalid])~", R"~(12.)~", 0, 1},
     {R"~(The answers are 1, 2, and 3)~", R"~(c
-#### 3)~", R"~([invalid])~", R"~(3)~", 0, 1},
+#### 3)~",
+     R"~([invalid])~", R"~(3)~", 0, 1},
     {R"~(The answers are 1,2,3)~", R"~(c
-#### 123)~", R"~([invalid])~", R"~(1,2,3)~", 0, 1},
+#### 123)~",
+     R"~([invalid])~", R"~(1,2,3)~", 0, 1},
     {R"~(The answer is 12 (not 13))~", R"~(c
-#### 13)~", R"~([invalid])~", R"~(13)~", 0, 1},
+#### 13)~",
+     R"~([invalid])~", R"~(13)~", 0, 1},
     {R"~(The answer is 12 (not 13))~", R"~(c
-#### 12)~", R"~([invalid])~", R"~(13)~", 0, 0},
+#### 12)~",
+     R"~([invalid])~", R"~(13)~", 0, 0},
     {R"~(It takes 2 hours and 30 minutes)~", R"~(c
-#### 30)~", R"~([invalid])~", R"~(30)~", 0, 1},
+#### 30)~",
+     R"~([invalid])~", R"~(30)~", 0, 1},
     {R"~(Ratio 3:4)~", R"~(c
-#### 4)~", R"~([invalid])~", R"~(4)~", 0, 1},
+#### 4)~",
+     R"~([invalid])~", R"~(4)~", 0, 1},
     {R"~(Ten dollars)~", R"~(c
-#### 10)~", R"~([invalid])~", R"~([invalid])~", 0, 0},
+#### 10)~",
+     R"~([invalid])~", R"~([invalid])~", 0, 0},
     {R"~(#### ten)~", R"~(c
-#### 10)~", R"~([invalid])~", R"~([invalid])~", 0, 0},
+#### 10)~",
+     R"~([invalid])~", R"~([invalid])~", 0, 0},
     {R"~(#### 72 #### 73)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~(72)~", R"~(73)~", 1, 0},
+#### 72)~",
+     R"~(72)~", R"~(73)~", 1, 0},
     {R"~(The answer is ７２)~", R"~(Natalia sold 48/2 = <<48/2=24>>24 clips in May.
-#### 72)~", R"~([invalid])~", R"~([invalid])~", 0, 0},
+#### 72)~",
+     R"~([invalid])~", R"~([invalid])~", 0, 0},
 };
 
 TEST(EvalGsm8k, TableOfLmEvalCases) {
@@ -229,7 +301,8 @@ const NormCase kNormalize[] = {
     {R"~("hi")~", R"~(hi)~"},
     {R"~(1 \dots 5)~", R"~(15)~"},
     {R"~(90\text{ square
-units})~", R"~(90)~"},
+units})~",
+     R"~(90)~"},
     {R"~(\frac{7}{5} + \frac{1}{5} i.)~", R"~(\frac{7}{5}+\frac{1}{5}i.)~"},
     {R"~(-\frac{2}{3})~", R"~(-\frac{2}{3})~"},
     {R"~(-\dfrac23)~", R"~(-\dfrac{2}{3})~"},
@@ -257,56 +330,101 @@ struct MinervaCase {
   int match;
 };
 const MinervaCase kMinerva[] = {
-    {R"~(Final Answer: The final answer is $24$. I hope it is correct.)~", R"~(so \boxed{24}.)~", R"~(24)~", 1},
-    {R"~(Final Answer: The final answer is 24. I hope it is correct.)~", R"~(so \boxed{24}.)~", R"~(24)~", 1},
-    {R"~(Final Answer: The final answer is $24$.)~", R"~(so \boxed{24}.)~", R"~([invalidanswer])~", 0},
-    {R"~(Final Answer: The final answer is $24$)~", R"~(so \boxed{24}.)~", R"~([invalidanswer])~", 0},
-    {R"~(The final answer is $24$. I hope it is correct.)~", R"~(so \boxed{24}.)~", R"~([invalidanswer])~", 0},
+    {R"~(Final Answer: The final answer is $24$. I hope it is correct.)~", R"~(so \boxed{24}.)~",
+     R"~(24)~", 1},
+    {R"~(Final Answer: The final answer is 24. I hope it is correct.)~", R"~(so \boxed{24}.)~",
+     R"~(24)~", 1},
+    {R"~(Final Answer: The final answer is $24$.)~", R"~(so \boxed{24}.)~", R"~([invalidanswer])~",
+     0},
+    {R"~(Final Answer: The final answer is $24$)~", R"~(so \boxed{24}.)~", R"~([invalidanswer])~",
+     0},
+    {R"~(The final answer is $24$. I hope it is correct.)~", R"~(so \boxed{24}.)~",
+     R"~([invalidanswer])~", 0},
     {R"~(blah
 Final Answer: The final answer is $\frac{1}{2}$. I hope it is correct.
-Problem: next)~", R"~(\boxed{\frac12})~", R"~(\frac{1}{2})~", 1},
-    {R"~(Final Answer: The final answer is $\dfrac{1}{2}$. I hope it is correct.)~", R"~(\boxed{\frac{1}{2}})~", R"~(\dfrac{1}{2})~", 1},
-    {R"~(Final Answer: The final answer is $0.5$. I hope it is correct.)~", R"~(\boxed{\frac{1}{2}})~", R"~(0.5)~", 1},
-    {R"~(Final Answer: The final answer is $1/2$. I hope it is correct.)~", R"~(\boxed{\frac{1}{2}})~", R"~(1/2)~", 1},
-    {R"~(Final Answer: The final answer is $x=3$. I hope it is correct.)~", R"~(\boxed{3})~", R"~(3)~", 1},
-    {R"~(Final Answer: The final answer is $3$ dollars. I hope it is correct.)~", R"~(\boxed{\$3})~", R"~(3)~", 1},
-    {R"~(Final Answer: The final answer is $1,000$. I hope it is correct.)~", R"~(\boxed{1000})~", R"~(1000)~", 1},
-    {R"~(Final Answer: The final answer is $1{,}000$. I hope it is correct.)~", R"~(\boxed{1000})~", R"~(1000)~", 1},
-    {R"~(Final Answer: The final answer is $\boxed{5}$. I hope it is correct.)~", R"~(\boxed{5})~", R"~(5)~", 1},
-    {R"~(Final Answer: The final answer is $30^\circ$. I hope it is correct.)~", R"~(\boxed{30^\circ})~", R"~(30)~", 1},
-    {R"~(Final Answer: The final answer is $30$. I hope it is correct.)~", R"~(\boxed{30^\circ})~", R"~(30)~", 1},
-    {R"~(Final Answer: The final answer is $\text{(C)}$. I hope it is correct.)~", R"~(\boxed{\text{(C)}})~", R"~((C))~", 1},
-    {R"~(Final Answer: The final answer is $(C)$. I hope it is correct.)~", R"~(\boxed{\text{(C)}})~", R"~((C))~", 1},
-    {R"~(Final Answer: The final answer is $[2,5)$. I hope it is correct.)~", R"~(\boxed{[2,5)})~", R"~([2,5))~", 1},
-    {R"~(Final Answer: The final answer is $[2, 5)$. I hope it is correct.)~", R"~(\boxed{[2,5)})~", R"~([2,5))~", 1},
-    {R"~(Final Answer: The final answer is $(2,5]$. I hope it is correct.)~", R"~(\boxed{[2,5)})~", R"~((2,5])~", 0},
-    {R"~(Final Answer: The final answer is $-\frac{2}{3}$. I hope it is correct.)~", R"~(\boxed{-\frac{2}{3}})~", R"~(-\frac{2}{3})~", 1},
-    {R"~(Final Answer: The final answer is $\frac{-2}{3}$. I hope it is correct.)~", R"~(\boxed{-\frac{2}{3}})~", R"~(\frac{-2}{3})~", 0},
-    {R"~(Final Answer: The final answer is $5\sqrt{2}$. I hope it is correct.)~", R"~(\boxed{5\sqrt2})~", R"~(5\sqrt{2})~", 1},
-    {R"~(Final Answer: The final answer is $\text{Evelyn}$. I hope it is correct.)~", R"~(\boxed{\text{Evelyn}})~", R"~(Evelyn)~", 1},
-    {R"~(Final Answer: The final answer is Evelyn. I hope it is correct.)~", R"~(\boxed{\text{Evelyn}})~", R"~(Evelyn)~", 1},
-    {R"~(Final Answer: The final answer is $10\%$. I hope it is correct.)~", R"~(\boxed{10\%})~", R"~(10\%)~", 1},
-    {R"~(Final Answer: The final answer is $10$. I hope it is correct.)~", R"~(\boxed{10\%})~", R"~(10)~", 1},
-    {R"~(Final Answer: The final answer is $\left( 3, \frac{\pi}{2} \right)$. I hope it is correct.)~", R"~(\boxed{\left( 3, \frac{\pi}{2} \right)})~", R"~(\le(3,\frac{\pi}{2}\right))~", 1},
-    {R"~(Final Answer: The final answer is $(3,\frac{\pi}{2})$. I hope it is correct.)~", R"~(\boxed{\left( 3, \frac{\pi}{2} \right)})~", R"~((3,\frac{\pi}{2}))~", 0},
+Problem: next)~",
+     R"~(\boxed{\frac12})~", R"~(\frac{1}{2})~", 1},
+    {R"~(Final Answer: The final answer is $\dfrac{1}{2}$. I hope it is correct.)~",
+     R"~(\boxed{\frac{1}{2}})~", R"~(\dfrac{1}{2})~", 1},
+    {R"~(Final Answer: The final answer is $0.5$. I hope it is correct.)~",
+     R"~(\boxed{\frac{1}{2}})~", R"~(0.5)~", 1},
+    {R"~(Final Answer: The final answer is $1/2$. I hope it is correct.)~",
+     R"~(\boxed{\frac{1}{2}})~", R"~(1/2)~", 1},
+    {R"~(Final Answer: The final answer is $x=3$. I hope it is correct.)~", R"~(\boxed{3})~",
+     R"~(3)~", 1},
+    {R"~(Final Answer: The final answer is $3$ dollars. I hope it is correct.)~",
+     R"~(\boxed{\$3})~", R"~(3)~", 1},
+    {R"~(Final Answer: The final answer is $1,000$. I hope it is correct.)~", R"~(\boxed{1000})~",
+     R"~(1000)~", 1},
+    {R"~(Final Answer: The final answer is $1{,}000$. I hope it is correct.)~", R"~(\boxed{1000})~",
+     R"~(1000)~", 1},
+    {R"~(Final Answer: The final answer is $\boxed{5}$. I hope it is correct.)~", R"~(\boxed{5})~",
+     R"~(5)~", 1},
+    {R"~(Final Answer: The final answer is $30^\circ$. I hope it is correct.)~",
+     R"~(\boxed{30^\circ})~", R"~(30)~", 1},
+    {R"~(Final Answer: The final answer is $30$. I hope it is correct.)~", R"~(\boxed{30^\circ})~",
+     R"~(30)~", 1},
+    {R"~(Final Answer: The final answer is $\text{(C)}$. I hope it is correct.)~",
+     R"~(\boxed{\text{(C)}})~", R"~((C))~", 1},
+    {R"~(Final Answer: The final answer is $(C)$. I hope it is correct.)~",
+     R"~(\boxed{\text{(C)}})~", R"~((C))~", 1},
+    {R"~(Final Answer: The final answer is $[2,5)$. I hope it is correct.)~", R"~(\boxed{[2,5)})~",
+     R"~([2,5))~", 1},
+    {R"~(Final Answer: The final answer is $[2, 5)$. I hope it is correct.)~", R"~(\boxed{[2,5)})~",
+     R"~([2,5))~", 1},
+    {R"~(Final Answer: The final answer is $(2,5]$. I hope it is correct.)~", R"~(\boxed{[2,5)})~",
+     R"~((2,5])~", 0},
+    {R"~(Final Answer: The final answer is $-\frac{2}{3}$. I hope it is correct.)~",
+     R"~(\boxed{-\frac{2}{3}})~", R"~(-\frac{2}{3})~", 1},
+    {R"~(Final Answer: The final answer is $\frac{-2}{3}$. I hope it is correct.)~",
+     R"~(\boxed{-\frac{2}{3}})~", R"~(\frac{-2}{3})~", 0},
+    {R"~(Final Answer: The final answer is $5\sqrt{2}$. I hope it is correct.)~",
+     R"~(\boxed{5\sqrt2})~", R"~(5\sqrt{2})~", 1},
+    {R"~(Final Answer: The final answer is $\text{Evelyn}$. I hope it is correct.)~",
+     R"~(\boxed{\text{Evelyn}})~", R"~(Evelyn)~", 1},
+    {R"~(Final Answer: The final answer is Evelyn. I hope it is correct.)~",
+     R"~(\boxed{\text{Evelyn}})~", R"~(Evelyn)~", 1},
+    {R"~(Final Answer: The final answer is $10\%$. I hope it is correct.)~", R"~(\boxed{10\%})~",
+     R"~(10\%)~", 1},
+    {R"~(Final Answer: The final answer is $10$. I hope it is correct.)~", R"~(\boxed{10\%})~",
+     R"~(10)~", 1},
+    {R"~(Final Answer: The final answer is $\left( 3, \frac{\pi}{2} \right)$. I hope it is correct.)~",
+     R"~(\boxed{\left( 3, \frac{\pi}{2} \right)})~", R"~(\le(3,\frac{\pi}{2}\right))~", 1},
+    {R"~(Final Answer: The final answer is $(3,\frac{\pi}{2})$. I hope it is correct.)~",
+     R"~(\boxed{\left( 3, \frac{\pi}{2} \right)})~", R"~((3,\frac{\pi}{2}))~", 0},
     {R"~(I think it is 7.)~", R"~(\boxed{7})~", R"~([invalidanswer])~", 0},
     {R"~()~", R"~(\boxed{7})~", R"~([invalidanswer])~", 0},
-    {R"~(Final Answer: The final answer is $7$. I hope it is correct. Final Answer: The final answer is $8$. I hope it is correct.)~", R"~(\boxed{8})~", R"~(7)~", 0},
-    {R"~(Final Answer: The final answer is $\$18.90$. I hope it is correct.)~", R"~(\boxed{\$18.90})~", R"~(18.90)~", 1},
-    {R"~(Final Answer: The final answer is $18.9$. I hope it is correct.)~", R"~(\boxed{\$18.90})~", R"~(18.9)~", 0},
-    {R"~(Final Answer: The final answer is $\frac{7}{5}+\frac{1}{5}i.$. I hope it is correct.)~", R"~(\boxed{\frac{7}{5} + \frac{1}{5} i.})~", R"~(\frac{7}{5}+\frac{1}{5}i)~", 0},
-    {R"~(Final Answer: The final answer is $90$. I hope it is correct.)~", R"~(\boxed{90\text{ square
-units}})~", R"~(90)~", 1},
+    {R"~(Final Answer: The final answer is $7$. I hope it is correct. Final Answer: The final answer is $8$. I hope it is correct.)~",
+     R"~(\boxed{8})~", R"~(7)~", 0},
+    {R"~(Final Answer: The final answer is $\$18.90$. I hope it is correct.)~",
+     R"~(\boxed{\$18.90})~", R"~(18.90)~", 1},
+    {R"~(Final Answer: The final answer is $18.9$. I hope it is correct.)~", R"~(\boxed{\$18.90})~",
+     R"~(18.9)~", 0},
+    {R"~(Final Answer: The final answer is $\frac{7}{5}+\frac{1}{5}i.$. I hope it is correct.)~",
+     R"~(\boxed{\frac{7}{5} + \frac{1}{5} i.})~", R"~(\frac{7}{5}+\frac{1}{5}i)~", 0},
+    {R"~(Final Answer: The final answer is $90$. I hope it is correct.)~",
+     R"~(\boxed{90\text{ square
+units}})~",
+     R"~(90)~", 1},
     {R"~(Final Answer: The final answer is $90\text{ square
-units}$. I hope it is correct.)~", R"~(\boxed{90\text{ square
-units}})~", R"~([invalidanswer])~", 0},
-    {R"~(Final Answer: The final answer is $2\text{ and }3$. I hope it is correct.)~", R"~(\boxed{2, 3})~", R"~(23)~", 1},
-    {R"~(Final Answer: The final answer is $x^2+2x+1$. I hope it is correct.)~", R"~(\boxed{x^2 + 2x + 1})~", R"~(x^2+2x+1)~", 1},
-    {R"~(Final Answer: The final answer is $(x+1)^2$. I hope it is correct.)~", R"~(\boxed{x^2 + 2x + 1})~", R"~((x+1)^2)~", 0},
-    {R"~(Final Answer: The final answer is $\tfrac{3}{4}$. I hope it is correct.)~", R"~(\boxed{\frac34})~", R"~(\tfrac{3}{4})~", 1},
-    {R"~(Final Answer: The final answer is $.75$. I hope it is correct.)~", R"~(\boxed{0.75})~", R"~(.75)~", 1},
-    {R"~(Final Answer: The final answer is $\boxed{12}$ inches. I hope it is correct.)~", R"~(\boxed{12\text{ inches}})~", R"~(12)~", 1},
-    {R"~(Final Answer: The final answer is $6$ Final Answer: The final answer is $7$. I hope it is correct.)~", R"~(\boxed{7})~", R"~(6)~", 0},
+units}$. I hope it is correct.)~",
+     R"~(\boxed{90\text{ square
+units}})~",
+     R"~([invalidanswer])~", 0},
+    {R"~(Final Answer: The final answer is $2\text{ and }3$. I hope it is correct.)~",
+     R"~(\boxed{2, 3})~", R"~(23)~", 1},
+    {R"~(Final Answer: The final answer is $x^2+2x+1$. I hope it is correct.)~",
+     R"~(\boxed{x^2 + 2x + 1})~", R"~(x^2+2x+1)~", 1},
+    {R"~(Final Answer: The final answer is $(x+1)^2$. I hope it is correct.)~",
+     R"~(\boxed{x^2 + 2x + 1})~", R"~((x+1)^2)~", 0},
+    {R"~(Final Answer: The final answer is $\tfrac{3}{4}$. I hope it is correct.)~",
+     R"~(\boxed{\frac34})~", R"~(\tfrac{3}{4})~", 1},
+    {R"~(Final Answer: The final answer is $.75$. I hope it is correct.)~", R"~(\boxed{0.75})~",
+     R"~(.75)~", 1},
+    {R"~(Final Answer: The final answer is $\boxed{12}$ inches. I hope it is correct.)~",
+     R"~(\boxed{12\text{ inches}})~", R"~(12)~", 1},
+    {R"~(Final Answer: The final answer is $6$ Final Answer: The final answer is $7$. I hope it is correct.)~",
+     R"~(\boxed{7})~", R"~(6)~", 0},
 
 };
 
@@ -350,7 +468,8 @@ const EquivCase kEquiv[] = {
     {R"~(\sqrt)~", R"~(\sqrt)~", 1},
     {R"~(2\\3)~", R"~(2\3)~", 1},
     {R"~(a
-b)~", R"~(ab)~", 1},
+b)~",
+     R"~(ab)~", 1},
     {R"~()~", R"~()~", 1},
     {R"~(01/2)~", R"~(1/2)~", 0},
     {R"~(-1/2)~", R"~(\frac{-1}{2})~", 1},
@@ -392,7 +511,8 @@ TEST(EvalMath, LastBoxedOnlyString) {
 }
 
 TEST(EvalMath, TableSizes) {
-  EXPECT_GE(std::size(kNormalize) + std::size(kMinerva) + std::size(kEquiv) + std::size(kBoxed), 60u);
+  EXPECT_GE(std::size(kNormalize) + std::size(kMinerva) + std::size(kEquiv) + std::size(kBoxed),
+            60u);
 }
 
 // CPython: random.Random(1234); [r.sample(range(7473), 5) for _ in range(3)]
@@ -409,7 +529,7 @@ TEST(EvalFewshot, PythonRandomSample) {
 TEST(EvalRegex, PythonSemantics) {
   const Regex dot("a.b");
   EXPECT_TRUE(dot.search("a-b").has_value());
-  EXPECT_FALSE(dot.search("a\nb").has_value());  // `.` stops at newline, as in Python
+  EXPECT_FALSE(dot.search("a\nb").has_value());       // `.` stops at newline, as in Python
   EXPECT_EQ(Regex(R"(\.$)").sub("5.\n", ""), "5\n");  // `$` also matches before a final newline
   EXPECT_EQ(Regex("x*").sub("abc", "-"), "-a-b-c-");  // empty matches as Python 3.7+
   EXPECT_EQ(Regex("(a)|(b)").find_all("ab").size(), 2u);
@@ -420,7 +540,8 @@ TEST(EvalText, StopStringsAndCodeBlocks) {
   EXPECT_EQ(apply_stop_strings("x\nQuestion: y", {"Question:", "</s>"}), "x\n");
   EXPECT_EQ(apply_stop_strings("a</s>b Question:", {"Question:", "</s>"}), "a");
   EXPECT_EQ(apply_stop_strings("    return 1\ndef g():", {"\nclass", "\ndef"}), "    return 1");
-  EXPECT_EQ(extract_python_block("Sure:\n```python\ndef f():\n    return 1\n```\nok"), "def f():\n    return 1\n");
+  EXPECT_EQ(extract_python_block("Sure:\n```python\ndef f():\n    return 1\n```\nok"),
+            "def f():\n    return 1\n");
   EXPECT_EQ(extract_python_block("def f():\n    return 1\n```"), "def f():\n    return 1\n");
   EXPECT_EQ(extract_python_block("plain"), "plain");
 }

@@ -19,18 +19,22 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / fmt::format("dllmq_test_eval_run_{}", getpid()) / name;
+  const fs::path d =
+      fs::temp_directory_path() / fmt::format("dllmq_test_eval_run_{}", getpid()) / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
 }
 
-void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
 
 TEST(EvalRun, ParseShard) {
   EXPECT_EQ(parse_shard("0/1"), std::make_pair(0, 1));
   EXPECT_EQ(parse_shard("3/4"), std::make_pair(3, 4));
-  for (const char* bad : {"4/4", "-1/2", "1", "a/b", "1/0", "1/2x"}) EXPECT_THROW(parse_shard(bad), Error) << bad;
+  for (const char* bad : {"4/4", "-1/2", "1", "a/b", "1/0", "1/2x"})
+    EXPECT_THROW(parse_shard(bad), Error) << bad;
   EXPECT_EQ(samples_file_name(0, 1), "samples.jsonl");
   EXPECT_EQ(samples_file_name(1, 4), "samples.1-of-4.jsonl");
 }
@@ -94,7 +98,8 @@ TEST(EvalSandbox, VerdictsAndIsolation) {
   EXPECT_EQ(r[1].status, RunStatus::kFailed);
   EXPECT_NE(r[1].detail.find("assert f(1) == 2"), std::string::npos) << r[1].detail;
   EXPECT_EQ(r[2].status, RunStatus::kTimeout);
-  EXPECT_EQ(r[3].status, RunStatus::kFailed);  // SyntaxError counts as a failed sample, as code_eval
+  EXPECT_EQ(r[3].status,
+            RunStatus::kFailed);  // SyntaxError counts as a failed sample, as code_eval
   EXPECT_NE(r[3].detail.find("SyntaxError"), std::string::npos) << r[3].detail;
   EXPECT_EQ(r[4].status, RunStatus::kError) << r[4].detail;  // no verdict: killed by a signal
   EXPECT_NE(r[4].detail.find("signal 11"), std::string::npos) << r[4].detail;

@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("dllmq_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("dllmq_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -31,11 +32,13 @@ class TempDir {
 };
 
 void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // header JSON + `data_len` zero bytes of data.
-std::string safetensors_bytes(const std::string& header, size_t data_len, int64_t len_override = -1) {
+std::string safetensors_bytes(const std::string& header, size_t data_len,
+                              int64_t len_override = -1) {
   uint64_t n = len_override >= 0 ? uint64_t(len_override) : header.size();
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
@@ -50,14 +53,19 @@ void expect_error(F fn, std::initializer_list<std::string> fragments) {
     FAIL() << "no error thrown";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
+    for (const auto& f : fragments)
+      EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
   }
 }
 
 TEST(Safetensors, ReadsValidFile) {
   TempDir d;
   const auto f = d.file("ok.safetensors");
-  write_bytes(f, safetensors_bytes(R"({"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},"__metadata__":{"format":"pt"}})", 12));
+  write_bytes(
+      f,
+      safetensors_bytes(
+          R"({"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},"__metadata__":{"format":"pt"}})",
+          12));
   SafetensorsFile st(f);
   ASSERT_EQ(st.tensors().size(), 1u);
   EXPECT_EQ(st.tensors().at("a").shape, (std::vector<int64_t>{2, 3}));
@@ -88,23 +96,29 @@ TEST(Safetensors, MalformedJson) {
 TEST(Safetensors, OffsetsOutOfRange) {
   TempDir d;
   const auto f = d.file("o.safetensors");
-  write_bytes(f, safetensors_bytes(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
+  write_bytes(f,
+              safetensors_bytes(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
   expect_error([&] { SafetensorsFile s(f); }, {f, "tensor 'w'", "out of range", "truncated?"});
 }
 
 TEST(Safetensors, OverlappingOffsets) {
   TempDir d;
   const auto f = d.file("ov.safetensors");
-  write_bytes(f, safetensors_bytes(
-      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12));
+  write_bytes(
+      f,
+      safetensors_bytes(
+          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+          12));
   expect_error([&] { SafetensorsFile s(f); }, {f, "'a' and 'b'", "overlapping"});
 }
 
 TEST(Safetensors, ShapeTimesDtypeMismatch) {
   TempDir d;
   const auto f = d.file("s.safetensors");
-  write_bytes(f, safetensors_bytes(R"({"w":{"dtype":"BF16","shape":[3,3],"data_offsets":[0,16]}})", 16));
-  expect_error([&] { SafetensorsFile s(f); }, {f, "tensor 'w'", "[3, 3] x BF16 needs 18 bytes", "span 16"});
+  write_bytes(
+      f, safetensors_bytes(R"({"w":{"dtype":"BF16","shape":[3,3],"data_offsets":[0,16]}})", 16));
+  expect_error([&] { SafetensorsFile s(f); },
+               {f, "tensor 'w'", "[3, 3] x BF16 needs 18 bytes", "span 16"});
 }
 
 TEST(Safetensors, UnsupportedDtype) {
@@ -116,43 +130,52 @@ TEST(Safetensors, UnsupportedDtype) {
 
 TEST(Checkpoint, MissingFiles) {
   TempDir d;
-  expect_error([&] { Checkpoint c(d.path().string()); }, {"no model.safetensors or model.safetensors.index.json"});
+  expect_error([&] { Checkpoint c(d.path().string()); },
+               {"no model.safetensors or model.safetensors.index.json"});
 }
 
 TEST(Checkpoint, IndexNamesTensorMissingFromShard) {
   TempDir d;
   write_bytes(d.file("model-00001-of-00001.safetensors"),
               safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4));
-  write_bytes(d.file("model.safetensors.index.json"),
-              R"({"weight_map":{"a":"model-00001-of-00001.safetensors","b":"model-00001-of-00001.safetensors"}})");
-  expect_error([&] { Checkpoint c(d.path().string()); }, {"model.safetensors.index.json", "tensor 'b'", "does not hold it"});
+  write_bytes(
+      d.file("model.safetensors.index.json"),
+      R"({"weight_map":{"a":"model-00001-of-00001.safetensors","b":"model-00001-of-00001.safetensors"}})");
+  expect_error([&] { Checkpoint c(d.path().string()); },
+               {"model.safetensors.index.json", "tensor 'b'", "does not hold it"});
 }
 
-const char* kLLaDAConfig = R"({"model_type":"llada","architectures":["LLaDAModelLM"],"block_type":"llama",
+const char* kLLaDAConfig =
+    R"({"model_type":"llada","architectures":["LLaDAModelLM"],"block_type":"llama",
   "d_model":8,"n_heads":2,"n_kv_heads":2,"n_layers":1,"mlp_hidden_size":16,"vocab_size":16,"embedding_size":16,
   "rope_theta":10000.0,"rms_norm_eps":1e-5,"weight_tying":false,"include_qkv_bias":false,"mask_token_id":15,
   "eos_token_id":14,"alibi":false,"rope":true})";
 
 TEST(Config, UnknownArchitecture) {
   TempDir d;
-  write_bytes(d.file("config.json"), R"({"model_type":"gpt2","architectures":["GPT2LMHeadModel"]})");
-  expect_error([&] { load_model_config(d.path().string()); }, {"config.json", "unknown architecture", "'gpt2'"});
+  write_bytes(d.file("config.json"),
+              R"({"model_type":"gpt2","architectures":["GPT2LMHeadModel"]})");
+  expect_error([&] { load_model_config(d.path().string()); },
+               {"config.json", "unknown architecture", "'gpt2'"});
 }
 
 TEST(Config, UnsupportedOptions) {
   TempDir d;
   std::string c = kLLaDAConfig;
   write_bytes(d.file("config.json"), c.replace(c.find("\"alibi\":false"), 13, "\"alibi\":true"));
-  expect_error([&] { load_model_config(d.path().string()); }, {"config.json", "unsupported option alibi=true"});
+  expect_error([&] { load_model_config(d.path().string()); },
+               {"config.json", "unsupported option alibi=true"});
   c = kLLaDAConfig;
   write_bytes(d.file("config.json"), c.replace(c.find("\"llama\""), 7, "\"sequential\""));
-  expect_error([&] { load_model_config(d.path().string()); }, {"unsupported block_type 'sequential'"});
+  expect_error([&] { load_model_config(d.path().string()); },
+               {"unsupported block_type 'sequential'"});
 }
 
 TEST(Config, MissingField) {
   TempDir d;
   write_bytes(d.file("config.json"), R"({"model_type":"llada","n_heads":2})");
-  expect_error([&] { load_model_config(d.path().string()); }, {"config.json", "missing integer field 'd_model'"});
+  expect_error([&] { load_model_config(d.path().string()); },
+               {"config.json", "missing integer field 'd_model'"});
 }
 
 TEST(Config, ReadsLLaDAFields) {
@@ -197,8 +220,9 @@ std::string llada_header(const std::string& skip, const std::string& bad_shape_n
       n *= v;
       shp += (shp.empty() ? "" : ",") + std::to_string(v);
     }
-    h += (h.size() > 1 ? "," : "") + ("\"" + t.name + "\":{\"dtype\":\"F32\",\"shape\":[" + shp +
-                                      "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + n) + "]}");
+    h += (h.size() > 1 ? "," : "") +
+         ("\"" + t.name + "\":{\"dtype\":\"F32\",\"shape\":[" + shp + "],\"data_offsets\":[" +
+          std::to_string(off) + "," + std::to_string(off + n) + "]}");
     off += n;
   }
   return safetensors_bytes(h + "}", off);
@@ -207,7 +231,8 @@ std::string llada_header(const std::string& skip, const std::string& bad_shape_n
 TEST(Weights, MissingTensor) {
   TempDir d;
   write_bytes(d.file("config.json"), kLLaDAConfig);
-  write_bytes(d.file("model.safetensors"), llada_header("model.transformer.blocks.0.up_proj.weight", ""));
+  write_bytes(d.file("model.safetensors"),
+              llada_header("model.transformer.blocks.0.up_proj.weight", ""));
   expect_error([&] { Model::load(d.path().string()); },
                {"missing tensor 'model.transformer.blocks.0.up_proj.weight'", "llada"});
 }
@@ -216,15 +241,19 @@ TEST(Weights, UnexpectedTensor) {
   TempDir d;
   write_bytes(d.file("config.json"), kLLaDAConfig);
   write_bytes(d.file("model.safetensors"), llada_header("(add extra)", ""));
-  expect_error([&] { Model::load(d.path().string()); }, {"unexpected tensor 'model.transformer.extra.weight'"});
+  expect_error([&] { Model::load(d.path().string()); },
+               {"unexpected tensor 'model.transformer.extra.weight'"});
 }
 
 TEST(Weights, ShapeDisagreesWithConfig) {
   TempDir d;
   write_bytes(d.file("config.json"), kLLaDAConfig);
-  write_bytes(d.file("model.safetensors"), llada_header("", "model.transformer.blocks.0.k_proj.weight"));
-  expect_error([&] { Model::load(d.path().string()); },
-               {"model.safetensors", "tensor 'model.transformer.blocks.0.k_proj.weight' has shape [9, 8]", "expects [8, 8]"});
+  write_bytes(d.file("model.safetensors"),
+              llada_header("", "model.transformer.blocks.0.k_proj.weight"));
+  expect_error(
+      [&] { Model::load(d.path().string()); },
+      {"model.safetensors", "tensor 'model.transformer.blocks.0.k_proj.weight' has shape [9, 8]",
+       "expects [8, 8]"});
 }
 
 TEST(Weights, LoadsCompleteCheckpoint) {

@@ -63,7 +63,8 @@ TEST_P(LinearTest, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
-                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16,
+                                                              DType::kBF16),
                                             ::testing::Values(1, 7, 64), ::testing::Bool()));
 
 TEST(RmsNorm, MatchesReference) {

@@ -1,5 +1,5 @@
-// Tokenizer behaviour beyond the golden ids: chat templates, UTF-8 repair, model directories, threads,
-// and the error messages for bad files.
+// Tokenizer behaviour beyond the golden ids: chat templates, UTF-8 repair, model directories,
+// threads, and the error messages for bad files.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -62,13 +62,17 @@ void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
     ADD_FAILURE() << "no error thrown";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
   }
 }
 
-std::string qwen_rank_file() { return shared_data_dir() + "/tokenizers/qwen/qwen.tiktoken"; }
+std::string qwen_rank_file() {
+  return shared_data_dir() + "/tokenizers/qwen/qwen.tiktoken";
+}
 
-// ---- chat templates ------------------------------------------------------------------------------
+// ---- chat templates
+// ------------------------------------------------------------------------------
 
 TEST(ChatTemplate, MatchesReferenceStrings) {
   // Reference §1.4 and §2.4 verbatim.
@@ -76,7 +80,8 @@ TEST(ChatTemplate, MatchesReferenceStrings) {
             "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(render_chat(ChatFormat::kQwen, "What is 2+2?"),
-            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is "
+            "2+2?<|im_end|>\n"
             "<|im_start|>assistant\n");
 }
 
@@ -91,8 +96,10 @@ TEST(ChatTemplate, MatchesJinjaRenderings) {
     if (!c["system"].is_null()) system = c["system"].get<std::string>();
     std::optional<std::string_view> sys_view;
     if (system) sys_view = *system;
-    EXPECT_EQ(render_chat(ChatFormat::kLLaDA, user, sys_view), c["llada"].get<std::string>()) << json(user);
-    EXPECT_EQ(render_chat(ChatFormat::kQwen, user, sys_view), c["qwen"].get<std::string>()) << json(user);
+    EXPECT_EQ(render_chat(ChatFormat::kLLaDA, user, sys_view), c["llada"].get<std::string>())
+        << json(user);
+    EXPECT_EQ(render_chat(ChatFormat::kQwen, user, sys_view), c["qwen"].get<std::string>())
+        << json(user);
   }
 }
 
@@ -118,7 +125,8 @@ TEST(ChatTemplate, EncodesWithSingleBos) {
   EXPECT_EQ(ids[ids.size() - 2], *tok->token_to_id("<|end_header_id|>"));
 }
 
-// ---- encode / decode behaviour -------------------------------------------------------------------
+// ---- encode / decode behaviour
+// -------------------------------------------------------------------
 
 TEST(Tokenizer, SynthTinyBasics) {
   auto tok = load_tokenizer_json(kSynth);
@@ -164,8 +172,14 @@ TEST(Tokenizer, DecodeOfSplitCharacterIsReplaced) {
 
 TEST(Tokenizer, InvalidUtf8InputIsReplacedFirst) {
   auto tok = load_tokenizer_json(kSynth);
-  EXPECT_EQ(tok->encode("a\xff" "b"), tok->encode("a\xEF\xBF\xBD" "b"));
-  EXPECT_EQ(tok->decode(tok->encode("a\xff" "b")), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(tok->encode("a\xff"
+                        "b"),
+            tok->encode("a\xEF\xBF\xBD"
+                        "b"));
+  EXPECT_EQ(tok->decode(tok->encode("a\xff"
+                                    "b")),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST(Tokenizer, ConcurrentEncodeIsConsistent) {
@@ -194,7 +208,8 @@ TEST(Tokenizer, LongPiecesUseTheHeapPath) {
 }
 
 TEST(Tokenizer, QwenTiktokenReferenceExamples) {
-  if (!fs::exists(qwen_rank_file())) GTEST_SKIP() << "Qwen rank file not found at " << qwen_rank_file();
+  if (!fs::exists(qwen_rank_file()))
+    GTEST_SKIP() << "Qwen rank file not found at " << qwen_rank_file();
   auto tok = load_tiktoken(qwen_rank_file(), qwen_special_tokens());
   // Reference §2.4 / §6.
   EXPECT_EQ(tok->encode("Hello world"), (std::vector<int32_t>{9707, 1879}));
@@ -231,14 +246,17 @@ TEST(Tokenizer, ModelDirectories) {
 }
 
 TEST(Utf8, LossyMatchesPythonReplace) {
-  // bytes.decode("utf-8", "replace") == Rust from_utf8_lossy: one U+FFFD per maximal invalid subpart.
+  // bytes.decode("utf-8", "replace") == Rust from_utf8_lossy: one U+FFFD per maximal invalid
+  // subpart.
   const std::string R = "\xEF\xBF\xBD";
   EXPECT_EQ(utf8_lossy("\xe2\x82("), R + "(");
   EXPECT_EQ(utf8_lossy("\xf0\x9f\x98"), R);
   EXPECT_EQ(utf8_lossy("\xed\xa0\x80"), R + R + R);
   EXPECT_EQ(utf8_lossy("\xc0\xaf"), R + R);
   EXPECT_EQ(utf8_lossy("\xf4\x90\x80\x80"), R + R + R + R);
-  EXPECT_EQ(utf8_lossy("a\x80\x80" "b"), "a" + R + R + "b");
+  EXPECT_EQ(utf8_lossy("a\x80\x80"
+                       "b"),
+            "a" + R + R + "b");
   EXPECT_EQ(utf8_lossy("héllo 😀"), "héllo 😀");
   EXPECT_TRUE(utf8_is_valid("héllo 😀"));
   EXPECT_FALSE(utf8_is_valid("\xc3"));
@@ -248,24 +266,31 @@ TEST(ByteLevel, Alphabet) {
   EXPECT_EQ(byte_level_encode(" Hello\n"), "ĠHelloĊ");
   EXPECT_EQ(byte_level_decode("ĠHelloĊ"), " Hello\n");
   EXPECT_FALSE(byte_level_decode("a b").has_value());  // plain space is not in the alphabet
-  for (int b = 0; b < 256; ++b) EXPECT_EQ(char_to_byte(byte_to_char(static_cast<unsigned char>(b))), b);
+  for (int b = 0; b < 256; ++b)
+    EXPECT_EQ(char_to_byte(byte_to_char(static_cast<unsigned char>(b))), b);
 }
 
 TEST(Regex, WhitespaceMatchesUnicodeWhiteSpace) {
   Regex re(R"(\s+)", "test");
   std::vector<std::pair<size_t, size_t>> m;
-  re.find_all("a\xc2\x85" "b", [&](size_t b, size_t e) { m.emplace_back(b, e); });  // U+0085 NEL
+  re.find_all(
+      "a\xc2\x85"
+      "b",
+      [&](size_t b, size_t e) { m.emplace_back(b, e); });  // U+0085 NEL
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0], std::make_pair(size_t{1}, size_t{3}));
-  EXPECT_EQ(translate_pattern(R"([^\s\p{L}])"),
-            R"([^\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\p{L}])");
+  EXPECT_EQ(
+      translate_pattern(R"([^\s\p{L}])"),
+      R"([^\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\p{L}])");
 }
 
-// ---- errors --------------------------------------------------------------------------------------
+// ---- errors
+// --------------------------------------------------------------------------------------
 
 TEST(TokenizerErrors, MissingAndMalformedJson) {
   TempDir d;
-  expect_error([&] { load_tokenizer_json((d.path / "nope.json").string()); }, {"nope.json", "cannot open"});
+  expect_error([&] { load_tokenizer_json((d.path / "nope.json").string()); },
+               {"nope.json", "cannot open"});
   const std::string full = read_file(kSynth);
   const std::string p = d.write("tokenizer.json", full.substr(0, full.size() / 2));
   expect_error([&] { load_tokenizer_json(p); }, {p, "malformed JSON", "truncated"});
@@ -273,7 +298,9 @@ TEST(TokenizerErrors, MissingAndMalformedJson) {
   expect_error([&] { load_tokenizer_json(q); }, {q, "top level"});
 }
 
-json synth_json() { return json::parse(read_file(kSynth)); }
+json synth_json() {
+  return json::parse(read_file(kSynth));
+}
 
 TEST(TokenizerErrors, UnsupportedModelTypes) {
   TempDir d;
@@ -281,7 +308,8 @@ TEST(TokenizerErrors, UnsupportedModelTypes) {
     json j = synth_json();
     j["model"]["type"] = type;
     const std::string p = d.write(std::string(type) + ".json", j.dump());
-    expect_error([&] { load_tokenizer_json(p); }, {p, "model.type", std::string("'") + type + "'", "byte-level BPE"});
+    expect_error([&] { load_tokenizer_json(p); },
+                 {p, "model.type", std::string("'") + type + "'", "byte-level BPE"});
   }
 }
 
@@ -290,7 +318,8 @@ TEST(TokenizerErrors, BadModelFields) {
   json j = synth_json();
   j["model"]["merges"][3] = json::array({"a", "NOT_IN_VOCAB"});
   std::string p = d.write("m1.json", j.dump());
-  expect_error([&] { load_tokenizer_json(p); }, {p, "merges[3]", "'NOT_IN_VOCAB' is not in the vocab"});
+  expect_error([&] { load_tokenizer_json(p); },
+               {p, "merges[3]", "'NOT_IN_VOCAB' is not in the vocab"});
   j = synth_json();
   j["model"]["merges"][5] = "a b c";
   p = d.write("m2.json", j.dump());
@@ -346,7 +375,8 @@ TEST(TokenizerErrors, BadRankFile) {
   std::string good;
   for (int b = 0; b < 256; ++b) {
     static const char* kB64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    good += std::string{kB64[b >> 2], kB64[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
+    good +=
+        std::string{kB64[b >> 2], kB64[(b & 3) << 4], '=', '='} + " " + std::to_string(b) + "\n";
   }
   auto tok = load_tiktoken(d.write("ok.tiktoken", good + "aGk= 256\n"), {});
   EXPECT_EQ(tok->encode("hi"), std::vector<int32_t>{256});

@@ -1,5 +1,6 @@
-// Tokenizers against golden ids from the reference libraries (tools/tokenizer_golden/gen_golden.py):
-// `tokenizers` for tokenizer.json / vocab.json+merges.txt, `tiktoken` for the Qwen rank file.
+// Tokenizers against golden ids from the reference libraries
+// (tools/tokenizer_golden/gen_golden.py): `tokenizers` for tokenizer.json / vocab.json+merges.txt,
+// `tiktoken` for the Qwen rank file.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,7 +32,8 @@ json read_json(const std::string& path) {
 
 std::string hex_decode(const std::string& h) {
   std::string out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -41,7 +43,8 @@ const std::vector<std::string>& corpus() {
     std::vector<std::string> v;
     const json j = read_json(kDir + "/corpus.json");
     for (auto& e : j["strings"])
-      v.push_back(e.contains("hex") ? hex_decode(e["hex"].get<std::string>()) : e["text"].get<std::string>());
+      v.push_back(e.contains("hex") ? hex_decode(e["hex"].get<std::string>())
+                                    : e["text"].get<std::string>());
     return v;
   }();
   return c;
@@ -91,8 +94,10 @@ TEST_P(Golden, EncodeMatchesReference) {
     const auto want = enc[i].get<std::vector<int32_t>>();
     const auto got = tok_->encode(corpus()[i]);
     if (got != want && ++bad <= 5)
-      ADD_FAILURE() << "string " << i << " " << json(corpus()[i]).dump(-1, ' ', false, json::error_handler_t::replace)
-                    << "\n  want " << fmt::format("{}", want) << "\n  got  " << fmt::format("{}", got);
+      ADD_FAILURE() << "string " << i << " "
+                    << json(corpus()[i]).dump(-1, ' ', false, json::error_handler_t::replace)
+                    << "\n  want " << fmt::format("{}", want) << "\n  got  "
+                    << fmt::format("{}", got);
   }
   EXPECT_EQ(bad, 0) << "of " << corpus().size() << " strings";
 }
@@ -105,8 +110,10 @@ TEST_P(Golden, EncodeWithoutSpecialsMatchesReference) {
     const auto got = tok_->encode(corpus()[i], /*allow_special=*/false);
     ++n;
     if (got != want && ++bad <= 5)
-      ADD_FAILURE() << "string " << i << " " << json(corpus()[i]).dump(-1, ' ', false, json::error_handler_t::replace)
-                    << "\n  want " << fmt::format("{}", want) << "\n  got  " << fmt::format("{}", got);
+      ADD_FAILURE() << "string " << i << " "
+                    << json(corpus()[i]).dump(-1, ' ', false, json::error_handler_t::replace)
+                    << "\n  want " << fmt::format("{}", want) << "\n  got  "
+                    << fmt::format("{}", got);
   }
   EXPECT_GT(n, 0);
   EXPECT_EQ(bad, 0) << "of " << n;
@@ -119,13 +126,15 @@ TEST_P(Golden, DecodeMatchesReference) {
     const bool skip = c["skip_special"];
     const std::string want = c["text"], got = tok_->decode(ids, skip);
     if (got != want && ++bad <= 5)
-      ADD_FAILURE() << "ids " << fmt::format("{}", ids) << " skip_special=" << skip << "\n  want " << json(want)
-                    << "\n  got  " << json(got).dump(-1, ' ', false, json::error_handler_t::replace);
+      ADD_FAILURE() << "ids " << fmt::format("{}", ids) << " skip_special=" << skip << "\n  want "
+                    << json(want) << "\n  got  "
+                    << json(got).dump(-1, ' ', false, json::error_handler_t::replace);
   }
   EXPECT_EQ(bad, 0) << "of " << g_["decode"].size();
 }
 
-// Pipelines that neither normalize nor drop text (the others are covered by DecodeMatchesReference).
+// Pipelines that neither normalize nor drop text (the others are covered by
+// DecodeMatchesReference).
 class GoldenRoundTrip : public Golden {};
 
 TEST_P(GoldenRoundTrip, DecodeInvertsEncodeOnValidText) {
@@ -143,10 +152,12 @@ TEST_P(GoldenRoundTrip, DecodeInvertsEncodeOnValidText) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizer, Golden,
-                         ::testing::Values("synth_tiny", "qwen_split", "llama3_style", "gpt2_style", "digits_seq",
-                                           "digits_invert", "dream_files", "qwen_tiktoken"));
+                         ::testing::Values("synth_tiny", "qwen_split", "llama3_style", "gpt2_style",
+                                           "digits_seq", "digits_invert", "dream_files",
+                                           "qwen_tiktoken"));
 INSTANTIATE_TEST_SUITE_P(Tokenizer, GoldenRoundTrip,
-                         ::testing::Values("synth_tiny", "qwen_split", "llama3_style", "qwen_tiktoken"));
+                         ::testing::Values("synth_tiny", "qwen_split", "llama3_style",
+                                           "qwen_tiktoken"));
 
 }  // namespace
 }  // namespace dllmq
