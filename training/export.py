@@ -4,60 +4,35 @@ config.json (LLaDA field names), model.safetensors (bf16, `model.transformer.*` 
 [out, in] shapes), generation_config.json; tokenizer.json / tokenizer_config.json are
 written by make_tokenizer.py into the same folder.
 
-The safetensors file is written by hand: 8-byte little-endian header length, JSON header
-(padded with spaces to a multiple of 8), then the raw little-endian tensor bytes.
+The safetensors file is written with tools/safetensors_np.py (the same writer the test
+checkpoints use).
 
 Usage: python3 training/export.py [--ckpt training/checkpoints/seed0.pt] [--out models/dllmq-synth-tiny]
 """
 import argparse
 import json
 import os
-import struct
+import sys
 
+import numpy as np
 import torch
 from tokenizers import Tokenizer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import safetensors_np as stn  # noqa: E402
 
 GEN_LEN = 48
 
 
-def to_bf16_bytes(t):
-    """Round-to-nearest-even fp32 -> bf16 (torch's cast), as raw little-endian bytes."""
-    return t.detach().to(torch.bfloat16).contiguous().view(torch.int16).numpy().tobytes()
-
-
 def write_safetensors(path, tensors, metadata=None):
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        b = to_bf16_bytes(t)
-        header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    if metadata:
-        header["__metadata__"] = metadata
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    """bf16 safetensors through the project's writer (round to nearest even, like torch's cast)."""
+    stn.write_safetensors(path, {n: t.detach().float().numpy() for n, t in tensors.items()}, metadata, dtype="bf16")
 
 
 def read_safetensors(path):
-    """Minimal reader (bf16 only) -> dict of fp32 tensors holding the bf16 values exactly."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        assert h["dtype"] == "BF16", (name, h["dtype"])
-        a, b = h["data_offsets"]
-        raw = torch.frombuffer(bytearray(data[a:b]), dtype=torch.int16)
-        out[name] = raw.view(torch.bfloat16).float().reshape(h["shape"])
-    return out
+    """-> dict of fp32 torch tensors holding the stored bf16 values exactly."""
+    arrays, _ = stn.read_safetensors(path)
+    return {n: torch.from_numpy(np.array(a, dtype=np.float32)) for n, a in arrays.items()}
 
 
 def llada_config(c, tok):
