@@ -49,6 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_tiny_checkpoint as mk  # noqa: E402
 import ref_decode as rd  # noqa: E402
 import ref_forward as rf  # noqa: E402
+from results import Results  # noqa: E402  (tests/python/results.py)
 
 # `--show-steps` prints one line per revealing forward on stderr: "step I block B +K: ..."
 STEP_RE = re.compile(r"(?m)^step \d+ block \d+ \+(\d+)")
@@ -71,23 +72,6 @@ ALG = {
     ("dream", "quota"): "entropy",
     ("dream", "threshold"): "maskgit_plus",  # upstream threshold path ranks by max prob
 }
-
-
-class Results:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-        self.fail_names = []
-
-    def check(self, name, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print("PASS %s %s" % (name, detail))
-        else:
-            self.failed += 1
-            self.fail_names.append(name)
-            print("FAIL %s %s" % (name, detail))
-        sys.stdout.flush()
 
 
 def trace_margin(r, mask_id):

@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import safetensors_np as st  # noqa: E402
 import make_tiny_checkpoint as mk  # noqa: E402
 import ref_forward as rf  # noqa: E402
+from results import Results  # noqa: E402  (tests/python/results.py)
 
 REL_TOL = 1e-4
 
@@ -47,23 +48,6 @@ CHECKPOINTS = {
     "dream-mqa-hd32": dict(arch="dream", seed=10, heads=4, kv_heads=1, head_dim=32),
 }
 LENGTHS = [1, 7, 64, 300]
-
-
-class Results:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-        self.fail_names = []
-
-    def check(self, name, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print("PASS %s %s" % (name, detail))
-        else:
-            self.failed += 1
-            self.fail_names.append(name)
-            print("FAIL %s %s" % (name, detail))
-        sys.stdout.flush()
 
 
 # ---------------------------------------------------------------- scalar reference

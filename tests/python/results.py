@@ -1,0 +1,20 @@
+"""Pass/fail bookkeeping shared by the end-to-end test scripts (their last line is
+'N passed, N failed', which ctest and CI read)."""
+import sys
+
+
+class Results:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+        self.fail_names = []
+
+    def check(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print("PASS %s %s" % (name, detail))
+        else:
+            self.failed += 1
+            self.fail_names.append(name)
+            print("FAIL %s %s" % (name, detail))
+        sys.stdout.flush()
