@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 PROMPT=${1:-"Mia has 23 marbles. She buys 14 more marbles. Then she gives away 9 marbles. How many marbles does Mia have now?"}
-# The embedded model was trained with 48-token answers.
-exec build/dllmq generate --chat -p "$PROMPT" --gen-length 48 --block-length 16 --cache dual --threshold 0.9 --show-steps
+# Generation and block length come from the model's generation_config.json (48 / 16).
+exec build/dllmq generate --chat -p "$PROMPT" --cache dual --threshold 0.9 --show-steps

@@ -12,6 +12,7 @@ Usage: python3 training/export.py [--ckpt training/checkpoints/seed0.pt] [--out 
 import argparse
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import safetensors_np as stn  # noqa: E402
 
 GEN_LEN = 48
+BLOCK_LEN = 16  # the accuracy table's semi-autoregressive block length
 
 
 def write_safetensors(path, tensors, metadata=None):
@@ -90,7 +92,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", default="training/checkpoints/seed0.pt")
     ap.add_argument("--out", default="models/dllmq-synth-tiny")
+    ap.add_argument("--tokenizer-from", default="models/dllmq-synth-tiny",
+                    help="copy tokenizer.json / tokenizer_config.json from here when --out lacks them")
     a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        if not os.path.exists(os.path.join(a.out, f)):
+            shutil.copyfile(os.path.join(a.tokenizer_from, f), os.path.join(a.out, f))
     s = torch.load(a.ckpt, map_location="cpu")
     c = s["config"]
     tok = Tokenizer.from_file(os.path.join(a.out, "tokenizer.json"))
@@ -105,7 +113,8 @@ def main():
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(llada_config(c, tok), f, indent=2)
     gen = {"bos_token_id": tok.token_to_id("<|startoftext|>"), "eos_token_id": tok.token_to_id("<|endoftext|>"),
-           "pad_token_id": tok.token_to_id("<|endoftext|>"), "max_new_tokens": GEN_LEN}
+           "pad_token_id": tok.token_to_id("<|endoftext|>"), "max_new_tokens": GEN_LEN,
+           "block_length": BLOCK_LEN}  # dllmq's decoding defaults for this model
     with open(os.path.join(a.out, "generation_config.json"), "w") as f:
         json.dump(gen, f, indent=2)
     # check: the file reads back to the bf16-rounded training weights

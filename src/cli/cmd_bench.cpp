@@ -50,11 +50,11 @@ void run_bench(const BenchArgs& a) {
   nlohmann::json rows = nlohmann::json::array();
   double base_time = 0.0, base_flops = 0.0;
   fmt::print(stderr, "dllmq bench: {} | prompt {} | {}\n", dir, a.prompt_length,
-             describe(resolve_generate_flags(a.gen), cfg));
+             describe(resolve_generate_flags(a.gen, dir), cfg));
   for (const std::string& mode : modes) {
     GenerateFlags f = a.gen;
     f.cache = mode;
-    GenerateOptions opt = resolve_generate_flags(f);
+    GenerateOptions opt = resolve_generate_flags(f, dir);
     GenerateResult best;
     for (int r = 0; r < a.repeat; ++r) {
       GenerateResult res = generate(*model, prompt, opt);

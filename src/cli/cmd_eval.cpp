@@ -141,7 +141,7 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
     apply_threads(a.gen.threads);
     model = Model::load(a.model);
     codec = std::make_unique<TextCodec>(*model);
-    const GenerateOptions opt = resolve_generate_flags(a.gen);
+    const GenerateOptions opt = resolve_generate_flags(a.gen, a.model);
     ro.config["model"] = a.model;
     ro.config["generation"] = describe(opt, model->config());
     ro.config["system"] = a.system;

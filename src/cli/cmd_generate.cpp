@@ -54,7 +54,7 @@ void run(const Args& a) {
     fail("give exactly one of --prompt TEXT and --prompt-ids IDS");
   std::vector<int32_t> prompt = a.prompt_ids.empty() ? codec.prompt_ids(a.prompt, a.chat, a.system)
                                                      : parse_id_list(a.prompt_ids, "--prompt-ids");
-  GenerateOptions opt = resolve_generate_flags(a.gen);
+  GenerateOptions opt = resolve_generate_flags(a.gen, dir);
   opt.eot_id = codec.eot_id();
   fmt::print(stderr, "dllmq: model {} | prompt {} tokens | {}\n", dir, prompt.size(),
              describe(opt, cfg));

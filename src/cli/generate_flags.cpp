@@ -3,19 +3,23 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
 #include <fmt/core.h>
 
+#include "io/generation_config.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
 
 void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
-  cmd->add_option("--gen-length", f.gen_length, "tokens to generate")->capture_default_str();
-  cmd->add_option("--block-length", f.block_length, "semi-autoregressive block length")
-      ->capture_default_str();
+  cmd->add_option("--gen-length", f.gen_length,
+                  "tokens to generate (default: the model's generation_config.json "
+                  "max_new_tokens, else 256)");
+  cmd->add_option("--block-length", f.block_length,
+                  "semi-autoregressive block length (default: the model's block_length, else 32)");
   cmd->add_option("--steps", f.steps, "total reveal steps over all blocks (default: gen length)");
   cmd->add_option("--threshold", f.threshold,
                   "Fast-dLLM confidence threshold tau (parallel decoding)");
@@ -47,11 +51,13 @@ void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
   cmd->add_option("--threads", f.threads, "OpenMP threads (0 = all cores)")->capture_default_str();
 }
 
-GenerateOptions resolve_generate_flags(const GenerateFlags& f) {
+GenerateOptions resolve_generate_flags(const GenerateFlags& f, const std::string& model_dir) {
   GenerateOptions o;
-  o.gen_length = f.gen_length;
-  o.block_length = f.block_length;
-  o.steps = f.steps.value_or(f.gen_length);
+  GenerationDefaults d = load_generation_defaults(model_dir);
+  if (f.gen_length || !d.gen_length) d = {};  // the model's lengths only travel together
+  o.gen_length = f.gen_length.value_or(d.gen_length.value_or(256));
+  o.block_length = f.block_length.value_or(d.block_length.value_or(std::min(32, o.gen_length)));
+  o.steps = f.steps.value_or(d.steps.value_or(o.gen_length));
   o.threshold = f.threshold;
   o.factor = f.factor;
   o.cache = parse_cache_mode(f.cache);

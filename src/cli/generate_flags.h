@@ -11,8 +11,9 @@
 namespace dllmq::cli {
 
 struct GenerateFlags {
-  int gen_length = 256;
-  int block_length = 32;
+  // Unset: the model's generation_config.json defaults, else 256 / 32 / gen length.
+  std::optional<int> gen_length;
+  std::optional<int> block_length;
   std::optional<int> steps;  // default: gen_length (one token per step)
   std::optional<double> threshold;
   std::optional<double> factor;
@@ -36,7 +37,9 @@ struct GenerateFlags {
 void add_generate_flags(CLI::App* cmd, GenerateFlags& f);
 
 // Validates spellings and builds the options (numeric rules are checked by generate()).
-GenerateOptions resolve_generate_flags(const GenerateFlags& f);
+// Lengths not given as flags come from MODEL_DIR/generation_config.json: max_new_tokens, and,
+// only when the generation length itself is defaulted that way, block_length and steps.
+GenerateOptions resolve_generate_flags(const GenerateFlags& f, const std::string& model_dir);
 
 // One line describing the resolved parameters (printed on stderr at start).
 std::string describe(const GenerateOptions& o, const ModelConfig& cfg);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <string>
 
+#include "io/generation_config.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "model/model.h"
@@ -263,6 +264,28 @@ TEST(Weights, LoadsCompleteCheckpoint) {
   auto m = Model::load(d.path().string());
   EXPECT_EQ(m->weights().layers.size(), 1u);
   EXPECT_EQ(m->weights().n_params, size_t(16 * 8 * 2 + 8 * 3 + 8 * 8 * 4 + 16 * 8 * 3));
+}
+
+// generation_config.json: optional; present fields must be positive integers.
+TEST(GenerationConfig, DefaultsAndErrors) {
+  TempDir d;
+  GenerationDefaults none = load_generation_defaults(d.path().string());
+  EXPECT_FALSE(none.gen_length || none.block_length || none.steps);
+  const std::string f = d.file("generation_config.json");
+  write_bytes(f, R"({"bos_token_id": 1, "max_new_tokens": 48, "block_length": 16})");
+  GenerationDefaults g = load_generation_defaults(d.path().string());
+  EXPECT_EQ(g.gen_length, 48);
+  EXPECT_EQ(g.block_length, 16);
+  EXPECT_FALSE(g.steps);
+  write_bytes(f, R"({"max_new_tokens": -4})");
+  expect_error([&] { load_generation_defaults(d.path().string()); },
+               {f, "'max_new_tokens'", "positive integer", "-4"});
+  write_bytes(f, R"({"steps": "48"})");
+  expect_error([&] { load_generation_defaults(d.path().string()); }, {f, "'steps'", "\"48\""});
+  write_bytes(f, R"({"max_new_tokens": 48,)");
+  expect_error([&] { load_generation_defaults(d.path().string()); }, {f, "malformed JSON"});
+  write_bytes(f, "[48]");
+  expect_error([&] { load_generation_defaults(d.path().string()); }, {f, "JSON object"});
 }
 
 }  // namespace
