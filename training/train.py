@@ -11,10 +11,16 @@ masked independently with prob p = (1-eps)*t + eps, t ~ U(0,1) per sample. Loss 
 masked positions of CE/p, divided by the answer length (GEN_LEN, EOS padding included as in
 LLaDA) and averaged over the batch.
 
-Run (background, niced, 2 threads; resumes from the last checkpoint automatically):
-  nohup nice -n 10 /usr/bin/python3 training/train.py --seed 0 > training/logs/train_seed0.out 2>&1 &
+Precision: with --bf16 the matmuls run under CPU bf16 autocast (oneDNN, AVX512-BF16: a step
+takes half the time of fp32 here) with fp32 master weights, AdamW state, RMSNorm, softmax and
+loss; the residual stream stays fp32.
+
+Run (the shipped run is training/run.sh; resumes from the last checkpoint automatically):
+  /usr/bin/python3 training/train.py --seed 0 --steps 4000 --batch 64 --bf16 --threads 2
+Continued training on another mix (new optimizer and schedule from a checkpoint's weights):
+  train.py --name NAME --init-from training/checkpoints/seed0.pt --train-files a.jsonl,b.jsonl ...
 Checkpoints go to training/checkpoints/ (not committed); the learning curve to
-training/logs/curve_seed{seed}.csv.
+training/logs/curve_{name}.csv (name: seed{seed} unless --name).
 """
 import argparse
 import csv
@@ -92,12 +98,21 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stop-at", type=int, default=0, help="stop (and checkpoint) after this step; "
                     "the lr schedule still uses --steps")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast for the matmuls (fp32 master weights, "
+                    "fp32 norms/softmax/loss): 2x faster on AVX512-BF16 CPUs")
     ap.add_argument("--no-bucket", action="store_true", help="uniform random batches, no length bucketing")
     ap.add_argument("--ckpt-every", type=int, default=250)
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--n-val-eval", type=int, default=200)
     ap.add_argument("--model-dir", default="models/dllmq-synth-tiny")  # tokenizer source
     ap.add_argument("--data", default="data/synth")
+    ap.add_argument("--train-files", default="train.jsonl",
+                    help="comma-separated jsonl files under --data, concatenated (uniform mix by size)")
+    ap.add_argument("--val-files", default="validation.jsonl",
+                    help="comma-separated; the first is the curve's val_exact_match column")
+    ap.add_argument("--init-from", default="", help="start a fresh run (new optimizer and schedule) "
+                    "from this checkpoint's weights: continued training / fine-tuning")
+    ap.add_argument("--name", default="", help="checkpoint and curve name (default seed{seed})")
     ap.add_argument("--ckpt-dir", default="training/checkpoints")
     ap.add_argument("--log-dir", default="training/logs")
     a = ap.parse_args()
@@ -109,8 +124,9 @@ def main():
     sp = Specials(tok)
     cfg = Config(vocab_size=tok.get_vocab_size())
     t0 = time.time()
-    train = tokenize(tok, load_jsonl(os.path.join(a.data, "train.jsonl")), sp)
-    val_rows = load_jsonl(os.path.join(a.data, "validation.jsonl"))[:a.n_val_eval]
+    train = tokenize(tok, [r for f in a.train_files.split(",") for r in load_jsonl(os.path.join(a.data, f))], sp)
+    val_sets = [load_jsonl(os.path.join(a.data, f))[:a.n_val_eval] for f in a.val_files.split(",")]
+    val_cols = ["val_exact_match"] + ["val_" + f.removesuffix(".jsonl") for f in a.val_files.split(",")[1:]]
     print(f"tokenized {len(train)} train problems in {time.time() - t0:.1f}s", flush=True)
 
     model = LLaDA(cfg)
@@ -122,8 +138,9 @@ def main():
 
     os.makedirs(a.ckpt_dir, exist_ok=True)
     os.makedirs(a.log_dir, exist_ok=True)
-    ckpt = os.path.join(a.ckpt_dir, f"seed{a.seed}.pt")
-    curve = os.path.join(a.log_dir, f"curve_seed{a.seed}.csv")
+    name = a.name or f"seed{a.seed}"
+    ckpt = os.path.join(a.ckpt_dir, f"{name}.pt")
+    curve = os.path.join(a.log_dir, f"curve_{name}.csv")
     step, elapsed = 0, 0.0
     if os.path.exists(ckpt):  # resume
         s = torch.load(ckpt)
@@ -136,8 +153,11 @@ def main():
         with open(curve, "w") as f:
             csv.writer(f).writerows(rows)
     else:
+        if a.init_from:
+            model.load_state_dict(torch.load(a.init_from)["model"])
+            print(f"initialised from {a.init_from}", flush=True)
         with open(curve, "w") as f:
-            csv.writer(f).writerow(["step", "loss", "lr", "elapsed_s", "val_exact_match"])
+            csv.writer(f).writerow(["step", "loss", "lr", "elapsed_s"] + val_cols)
 
     model.train()
     run_loss, run_n, t_last = 0.0, 0, time.time()
@@ -152,8 +172,9 @@ def main():
         xt, x0, valid, masked, p_mask = make_batch(train, idx, sp, gen)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a)
-        logits = model(xt, valid)
-        ce = F.cross_entropy(logits[masked], x0[masked], reduction="none")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(xt, valid)
+        ce = F.cross_entropy(logits[masked].float(), x0[masked], reduction="none")
         w = (1.0 / p_mask.expand_as(masked))[masked]
         loss = (ce * w).sum() / (GEN_LEN * a.batch)
         opt.zero_grad(set_to_none=True)
@@ -167,18 +188,18 @@ def main():
         elapsed += now - t_last
         t_last = now
 
-        val = ""
+        vals = []
         if step % a.eval_every == 0 or step == a.steps:
             model.eval()
-            val, _ = exact_match(model, tok, val_rows, GEN_LEN, sp)
+            vals = [f"{exact_match(model, tok, rows, GEN_LEN, sp)[0]:.3f}" for rows in val_sets]
             model.train()
             t_last = time.time()  # evaluation time is not training time
-        if step % 50 == 0 or val != "":
+        if step % 50 == 0 or vals:
             with open(curve, "a") as f:
                 csv.writer(f).writerow([step, f"{run_loss / max(run_n, 1):.4f}", f"{lr_at(step - 1, a):.2e}",
-                                        f"{elapsed:.0f}", val if val == "" else f"{val:.3f}"])
+                                        f"{elapsed:.0f}"] + (vals or [""] * len(val_cols)))
             print(f"step {step} loss {run_loss / max(run_n, 1):.4f} lr {lr_at(step - 1, a):.2e} "
-                  f"t {elapsed:.0f}s" + (f" val_em {val:.3f}" if val != "" else ""), flush=True)
+                  f"t {elapsed:.0f}s" + "".join(f" {c} {v}" for c, v in zip(val_cols, vals)), flush=True)
             run_loss, run_n = 0.0, 0
         if step % a.ckpt_every == 0 or step in (a.steps, a.stop_at):
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
