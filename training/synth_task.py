@@ -168,6 +168,31 @@ def gen_pair(rng, distract):
     return " ".join(sents), lines, cur
 
 
+DRILL_OPS = {"add": ["Add {n}.", "Add {n} to it.", "Plus {n}."],
+             "sub": ["Subtract {n}.", "Take away {n}.", "Minus {n}."],
+             "dbl": ["Double it.", "Multiply it by 2."], "tpl": ["Triple it.", "Multiply it by 3."]}
+
+
+def gen_drill(rng):
+    """Arithmetic drill without a story: the same step lines, 1-3 of them, with the operands
+    stated plainly (`Start with 59. Subtract 51. ...`). Training-only curriculum data: it
+    isolates the two-digit arithmetic, the skill the story problems were slowest to learn."""
+    cur = rng.randint(1, LIMIT)
+    sents, lines = [rng.choice(["Start with {n}.", "Take the number {n}.", "Begin at {n}."]).format(n=cur)], []
+    for _ in range(rng.randint(1, 3)):
+        op, n, new = random_op(rng, cur)
+        sents.append(rng.choice(DRILL_OPS[op]).format(n=n))
+        lines.append(step_line(op, cur, n, new))
+        cur = new
+    sents.append(rng.choice(["What is the result?", "What number do you get?", "What is the final number?"]))
+    return " ".join(sents), lines, cur
+
+
+def make_drill(rng):
+    q, lines, ans = gen_drill(rng)
+    return {"question": q, "answer": "\n".join(lines) + f"\n#### {ans}"}
+
+
 def make_problem(rng, distract=False):
     gen = gen_chain if rng.random() < 0.6 else gen_pair
     q, lines, ans = gen(rng, distract)
@@ -205,8 +230,14 @@ def main():
     ap.add_argument("--n-val", type=int, default=500)
     ap.add_argument("--n-test", type=int, default=1000)
     ap.add_argument("--distractors", action="store_true", help="harder variant (suffix _distract)")
+    ap.add_argument("--drills", type=int, default=0, help="write only N arithmetic drills to train_drills.jsonl")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.drills:
+        rng = random.Random(4004)
+        write_jsonl(os.path.join(args.out, "train_drills.jsonl"), [make_drill(rng) for _ in range(args.drills)])
+        print(f"wrote {args.drills} drills to {args.out}/train_drills.jsonl")
+        return
     sfx = "_distract" if args.distractors else ""
     # separate seeds per split; test first, then validation excluding test, then train excluding both
     test = generate(1001, args.n_test, distract=args.distractors)

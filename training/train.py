@@ -95,6 +95,7 @@ def main():
     ap.add_argument("--min-lr", type=float, default=1e-4)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--beta2", type=float, default=0.95, help="AdamW beta2 (PyTorch's default is 0.999)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stop-at", type=int, default=0, help="stop (and checkpoint) after this step; "
                     "the lr schedule still uses --steps")
@@ -134,7 +135,7 @@ def main():
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]  # norm weights
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
+                             {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, a.beta2))
 
     os.makedirs(a.ckpt_dir, exist_ok=True)
     os.makedirs(a.log_dir, exist_ok=True)

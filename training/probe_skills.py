@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Which skill a checkpoint lacks: copying operands out of the question, or the arithmetic.
+
+For every equation line `a1 a0 ␣op ␣ b1 b0 ␣= ␣ c1 c0` of the reference answers (validation
+split), the answer is shown up to a point and everything from there on is masked, then the
+model's argmax is read at the masked digits (teacher forcing, one forward per equation):
+  copy:       mask from a1 on  -> are a1 a0 b1 b0 predicted right? (first line: copied from the question)
+  arithmetic: mask from c1 on  -> are c1 c0 right, given the visible operands?
+Nothing later in the answer is visible, so a result cannot be copied from the next line.
+
+Usage: /usr/bin/python3 training/probe_skills.py CKPT.pt [CKPT.pt ...] [--n 100]
+"""
+import argparse
+import os
+import sys
+
+import torch
+from tokenizers import Tokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import Config, LLaDA, Specials, load_jsonl, render_prompt  # noqa: E402
+from train import GEN_LEN  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ckpts", nargs="+")
+    ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--data", default="data/synth/validation.jsonl")
+    ap.add_argument("--tokenizer", default="models/dllmq-synth-tiny/tokenizer.json")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    tok = Tokenizer.from_file(a.tokenizer)
+    sp = Specials(tok)
+    eq = tok.token_to_id("Ġ=")
+    rows = load_jsonl(a.data)[:a.n]
+    for ck in a.ckpts:
+        s = torch.load(ck, map_location="cpu")
+        m = LLaDA(Config(**s["config"]))
+        m.load_state_dict(s["model"])
+        m.eval()
+        n_eq = copy_ok = arith_ok = digit_ok = 0
+        for r in rows:
+            p = tok.encode(render_prompt(r["question"]), add_special_tokens=False).ids
+            ans = tok.encode(r["answer"] + "<|eot_id|>", add_special_tokens=False).ids
+            x = torch.tensor([p + ans + [sp.eos] * (GEN_LEN - len(ans))])
+            for i in [i for i, t in enumerate(ans) if t == eq]:
+                a1, c1 = len(p) + i - 6, len(p) + i + 2  # a1 a0 ␣op ␣ b1 b0 ␣= ␣ c1 c0
+                with torch.no_grad():
+                    xc = x.clone()
+                    xc[0, a1:] = sp.mask
+                    pc = m(xc)[0].argmax(-1)
+                    xa = x.clone()
+                    xa[0, c1:] = sp.mask
+                    pa = m(xa)[0].argmax(-1)
+                n_eq += 1
+                copy_ok += all(pc[j] == x[0, j] for j in (a1, a1 + 1, a1 + 4, a1 + 5))
+                hits = [bool(pa[j] == x[0, j]) for j in (c1, c1 + 1)]
+                arith_ok += all(hits)
+                digit_ok += sum(hits)
+        print(f"{ck} (step {s['step']}): {n_eq} equations; operands copied {copy_ok / n_eq:.1%}; "
+              f"result right {arith_ok / n_eq:.1%} (digits {digit_ok / (2 * n_eq):.1%})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
