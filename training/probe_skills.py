@@ -8,7 +8,10 @@ model's argmax is read at the masked digits (teacher forcing, one forward per eq
   arithmetic: mask from c1 on  -> are c1 c0 right, given the visible operands?
 Nothing later in the answer is visible, so a result cannot be copied from the next line.
 
-Usage: /usr/bin/python3 training/probe_skills.py CKPT.pt [CKPT.pt ...] [--n 100]
+--ones-digit also prints the distribution of the masked ones digit for a few drill equations that
+differ only in their operands (a model that does arithmetic moves it with the operands).
+
+Usage: /usr/bin/python3 training/probe_skills.py CKPT.pt [CKPT.pt ...] [--n 100] [--ones-digit]
 """
 import argparse
 import os
@@ -28,11 +31,13 @@ def main():
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--data", default="data/synth/validation.jsonl")
     ap.add_argument("--tokenizer", default="models/dllmq-synth-tiny/tokenizer.json")
+    ap.add_argument("--ones-digit", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(1)
     tok = Tokenizer.from_file(a.tokenizer)
     sp = Specials(tok)
-    eq = tok.token_to_id("Ġ=")
+    eq, nl = tok.token_to_id("Ġ="), tok.token_to_id("Ċ")
+    digits = {tok.token_to_id(str(d)) for d in range(10)}
     rows = load_jsonl(a.data)[:a.n]
     for ck in a.ckpts:
         s = torch.load(ck, map_location="cpu")
@@ -45,7 +50,10 @@ def main():
             ans = tok.encode(r["answer"] + "<|eot_id|>", add_special_tokens=False).ids
             x = torch.tensor([p + ans + [sp.eos] * (GEN_LEN - len(ans))])
             for i in [i for i, t in enumerate(ans) if t == eq]:
-                a1, c1 = len(p) + i - 6, len(p) + i + 2  # a1 a0 ␣op ␣ b1 b0 ␣= ␣ c1 c0
+                start = max([j + 1 for j in range(i) if ans[j] == nl], default=0)  # line start
+                # a1 a0 ␣op ␣ b1 b0 ␣= ␣ c1 c0 (doubling/tripling: a single-digit factor)
+                ops = [len(p) + j for j in range(start, i) if ans[j] in digits]
+                a1, c1 = len(p) + start, len(p) + i + 2
                 with torch.no_grad():
                     xc = x.clone()
                     xc[0, a1:] = sp.mask
@@ -54,12 +62,31 @@ def main():
                     xa[0, c1:] = sp.mask
                     pa = m(xa)[0].argmax(-1)
                 n_eq += 1
-                copy_ok += all(pc[j] == x[0, j] for j in (a1, a1 + 1, a1 + 4, a1 + 5))
+                copy_ok += all(pc[j] == x[0, j] for j in ops)
                 hits = [bool(pa[j] == x[0, j]) for j in (c1, c1 + 1)]
                 arith_ok += all(hits)
                 digit_ok += sum(hits)
         print(f"{ck} (step {s['step']}): {n_eq} equations; operands copied {copy_ok / n_eq:.1%}; "
               f"result right {arith_ok / n_eq:.1%} (digits {digit_ok / (2 * n_eq):.1%})", flush=True)
+        if a.ones_digit:
+            ones_digit(m, tok, sp)
+
+
+def ones_digit(m, tok, sp):
+    """Top-3 of the masked ones digit of `A op B = ??` (everything from the result on masked)."""
+    for line in ["40 + 08 = 48", "40 + 03 = 43", "41 + 05 = 46", "47 + 02 = 49", "37 - 02 = 35", "30 - 10 = 20"]:
+        a, op, b = line.split()[:3]
+        q = f"Start with {int(a)}. {'Add' if op == '+' else 'Subtract'} {int(b)}. What is the result?"
+        p = tok.encode(render_prompt(q), add_special_tokens=False).ids
+        ans = tok.encode(line, add_special_tokens=False).ids
+        c1 = len(p) + len(ans) - 2
+        x = torch.tensor([p + ans + [sp.mask] * (GEN_LEN - len(ans))])
+        x[0, c1:] = sp.mask
+        with torch.no_grad():
+            pr = m(x)[0, c1 + 1].float().softmax(-1)
+        top = pr.topk(3)
+        print(f"  {line[:-2]}?? -> ones digit top-3 " + ", ".join(
+            f"{tok.id_to_token(int(i))}:{float(v):.2f}" for v, i in zip(top.values, top.indices)))
 
 
 if __name__ == "__main__":
