@@ -19,7 +19,8 @@ void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
                   "tokens to generate (default: the model's generation_config.json "
                   "max_new_tokens, else 256)");
   cmd->add_option("--block-length", f.block_length,
-                  "semi-autoregressive block length (default: the model's block_length, else 32)");
+                  "semi-autoregressive block length (default: the model's block_length, else "
+                  "min(32, gen length))");
   cmd->add_option("--steps", f.steps, "total reveal steps over all blocks (default: gen length)");
   cmd->add_option("--threshold", f.threshold,
                   "Fast-dLLM confidence threshold tau (parallel decoding)");
