@@ -188,7 +188,15 @@ def gen_drill(rng):
     return " ".join(sents), lines, cur
 
 
-def make_drill(rng):
+def make_drill(rng, bare=False):
+    """bare: single step line and no `####` line, so the result appears nowhere else in the
+    answer and can only be computed, never copied."""
+    if bare:
+        cur = rng.randint(1, LIMIT)
+        op, n, new = random_op(rng, cur)
+        q = f"{rng.choice(['Start with {n}.', 'Take the number {n}.', 'Begin at {n}.']).format(n=cur)} " \
+            f"{rng.choice(DRILL_OPS[op]).format(n=n)} What is the result?"
+        return {"question": q, "answer": step_line(op, cur, n, new)}
     q, lines, ans = gen_drill(rng)
     return {"question": q, "answer": "\n".join(lines) + f"\n#### {ans}"}
 
@@ -231,12 +239,15 @@ def main():
     ap.add_argument("--n-test", type=int, default=1000)
     ap.add_argument("--distractors", action="store_true", help="harder variant (suffix _distract)")
     ap.add_argument("--drills", type=int, default=0, help="write only N arithmetic drills to train_drills.jsonl")
+    ap.add_argument("--bare", action="store_true", help="with --drills: one step line, no `####` line "
+                    "(train_drills_bare.jsonl)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.drills:
         rng = random.Random(4004)
-        write_jsonl(os.path.join(args.out, "train_drills.jsonl"), [make_drill(rng) for _ in range(args.drills)])
-        print(f"wrote {args.drills} drills to {args.out}/train_drills.jsonl")
+        name = "train_drills_bare.jsonl" if args.bare else "train_drills.jsonl"
+        write_jsonl(os.path.join(args.out, name), [make_drill(rng, args.bare) for _ in range(args.drills)])
+        print(f"wrote {args.drills} drills to {args.out}/{name}")
         return
     sfx = "_distract" if args.distractors else ""
     # separate seeds per split; test first, then validation excluding test, then train excluding both
