@@ -168,6 +168,7 @@ def gen_pair(rng, distract):
     return " ".join(sents), lines, cur
 
 
+DRILL_START = ["Start with {n}.", "Take the number {n}.", "Begin at {n}."]
 DRILL_OPS = {"add": ["Add {n}.", "Add {n} to it.", "Plus {n}."],
              "sub": ["Subtract {n}.", "Take away {n}.", "Minus {n}."],
              "dbl": ["Double it.", "Multiply it by 2."], "tpl": ["Triple it.", "Multiply it by 3."]}
@@ -178,7 +179,7 @@ def gen_drill(rng):
     stated plainly (`Start with 59. Subtract 51. ...`). Training-only curriculum data: it
     isolates the two-digit arithmetic, the skill the story problems were slowest to learn."""
     cur = rng.randint(1, LIMIT)
-    sents, lines = [rng.choice(["Start with {n}.", "Take the number {n}.", "Begin at {n}."]).format(n=cur)], []
+    sents, lines = [rng.choice(DRILL_START).format(n=cur)], []
     for _ in range(rng.randint(1, 3)):
         op, n, new = random_op(rng, cur)
         sents.append(rng.choice(DRILL_OPS[op]).format(n=n))
@@ -194,7 +195,7 @@ def make_drill(rng, bare=False):
     if bare:
         cur = rng.randint(1, LIMIT)
         op, n, new = random_op(rng, cur)
-        q = f"{rng.choice(['Start with {n}.', 'Take the number {n}.', 'Begin at {n}.']).format(n=cur)} " \
+        q = f"{rng.choice(DRILL_START).format(n=cur)} " \
             f"{rng.choice(DRILL_OPS[op]).format(n=n)} What is the result?"
         return {"question": q, "answer": step_line(op, cur, n, new)}
     q, lines, ans = gen_drill(rng)

@@ -49,12 +49,12 @@ void run_bench(const BenchArgs& a) {
   }
   nlohmann::json rows = nlohmann::json::array();
   double base_time = 0.0, base_flops = 0.0;
+  const GenerateOptions base = resolve_generate_flags(a.gen, dir);  // reads generation_config once
   fmt::print(stderr, "dllmq bench: {} | prompt {} | {}\n", dir, a.prompt_length,
-             describe(resolve_generate_flags(a.gen, dir), cfg));
+             describe(base, cfg));
   for (const std::string& mode : modes) {
-    GenerateFlags f = a.gen;
-    f.cache = mode;
-    GenerateOptions opt = resolve_generate_flags(f, dir);
+    GenerateOptions opt = base;
+    opt.cache = parse_cache_mode(mode);
     GenerateResult best;
     for (int r = 0; r < a.repeat; ++r) {
       GenerateResult res = generate(*model, prompt, opt);
