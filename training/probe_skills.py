@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--data", default="data/synth/validation.jsonl")
     ap.add_argument("--tokenizer", default="models/dllmq-synth-tiny/tokenizer.json")
     ap.add_argument("--ones-digit", action="store_true")
+    ap.add_argument("--gen-len", type=int, default=GEN_LEN, help="answer + padding length the model was trained with")
     a = ap.parse_args()
     torch.set_num_threads(1)
     tok = Tokenizer.from_file(a.tokenizer)
@@ -48,7 +49,7 @@ def main():
         for r in rows:
             p = tok.encode(render_prompt(r["question"]), add_special_tokens=False).ids
             ans = tok.encode(r["answer"] + "<|eot_id|>", add_special_tokens=False).ids
-            x = torch.tensor([p + ans + [sp.eos] * (GEN_LEN - len(ans))])
+            x = torch.tensor([p + ans + [sp.eos] * (a.gen_len - len(ans))])
             for i in [i for i, t in enumerate(ans) if t == eq]:
                 start = max([j + 1 for j in range(i) if ans[j] == nl], default=0)  # line start
                 # a1 a0 ␣op ␣ b1 b0 ␣= ␣ c1 c0 (doubling/tripling: a single-digit factor)
@@ -69,10 +70,10 @@ def main():
         print(f"{ck} (step {s['step']}): {n_eq} equations; operands copied {copy_ok / n_eq:.1%}; "
               f"result right {arith_ok / n_eq:.1%} (digits {digit_ok / (2 * n_eq):.1%})", flush=True)
         if a.ones_digit:
-            ones_digit(m, tok, sp)
+            ones_digit(m, tok, sp, a.gen_len)
 
 
-def ones_digit(m, tok, sp):
+def ones_digit(m, tok, sp, gen_len):
     """Top-3 of the masked ones digit of `A op B = ??` (everything from the result on masked)."""
     for line in ["40 + 08 = 48", "40 + 03 = 43", "41 + 05 = 46", "47 + 02 = 49", "37 - 02 = 35", "30 - 10 = 20"]:
         a, op, b = line.split()[:3]
@@ -80,7 +81,7 @@ def ones_digit(m, tok, sp):
         p = tok.encode(render_prompt(q), add_special_tokens=False).ids
         ans = tok.encode(line, add_special_tokens=False).ids
         c1 = len(p) + len(ans) - 2
-        x = torch.tensor([p + ans + [sp.mask] * (GEN_LEN - len(ans))])
+        x = torch.tensor([p + ans + [sp.mask] * (gen_len - len(ans))])
         x[0, c1:] = sp.mask
         with torch.no_grad():
             pr = m(x)[0, c1 + 1].float().softmax(-1)

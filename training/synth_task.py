@@ -202,6 +202,23 @@ def make_drill(rng, bare=False):
     return {"question": q, "answer": "\n".join(lines) + f"\n#### {ans}"}
 
 
+def make_compute(rng):
+    """`Compute 59 - 51.` -> `59 - 51 = 08`: the bare equation, operands written as in the
+    question. Curriculum data for the arithmetic alone (the fastest of the drill kinds to learn:
+    training/README.md); +/- with the first operand in 10..99, x2/x3 one time in ten."""
+    r = rng.random()
+    if r < 0.1:
+        k = 2 if r < 0.05 else 3
+        a = rng.randint(1, LIMIT // k)
+        return {"question": f"Compute {a} * {k}.", "answer": f"{p2(a)} * {k} = {p2(a * k)}"}
+    a = rng.randint(10, LIMIT)
+    if r < 0.55:
+        b = rng.randint(0, LIMIT - a)
+        return {"question": f"Compute {a} + {b}.", "answer": f"{p2(a)} + {p2(b)} = {p2(a + b)}"}
+    b = rng.randint(0, a)
+    return {"question": f"Compute {a} - {b}.", "answer": f"{p2(a)} - {p2(b)} = {p2(a - b)}"}
+
+
 def make_problem(rng, distract=False):
     gen = gen_chain if rng.random() < 0.6 else gen_pair
     q, lines, ans = gen(rng, distract)
@@ -242,12 +259,18 @@ def main():
     ap.add_argument("--drills", type=int, default=0, help="write only N arithmetic drills to train_drills.jsonl")
     ap.add_argument("--bare", action="store_true", help="with --drills: one step line, no `####` line "
                     "(train_drills_bare.jsonl)")
+    ap.add_argument("--compute", action="store_true", help="with --drills: `Compute A op B.` -> the equation "
+                    "(train_drills_compute.jsonl)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.drills:
         rng = random.Random(4004)
-        name = "train_drills_bare.jsonl" if args.bare else "train_drills.jsonl"
-        write_jsonl(os.path.join(args.out, name), [make_drill(rng, args.bare) for _ in range(args.drills)])
+        if args.compute:
+            name, make = "train_drills_compute.jsonl", make_compute
+        else:
+            name = "train_drills_bare.jsonl" if args.bare else "train_drills.jsonl"
+            make = lambda r: make_drill(r, args.bare)  # noqa: E731
+        write_jsonl(os.path.join(args.out, name), [make(rng) for _ in range(args.drills)])
         print(f"wrote {args.drills} drills to {args.out}/{name}")
         return
     sfx = "_distract" if args.distractors else ""

@@ -38,29 +38,29 @@ from model import Config, LLaDA, Specials, exact_match, load_jsonl, render_promp
 GEN_LEN = 48  # smallest multiple of 16 holding every answer + <|eot_id|> + >= 1 EOS (max is 38)
 
 
-def tokenize(tok, rows, sp):
+def tokenize(tok, rows, sp, gen_len=GEN_LEN):
     prompts = tok.encode_batch([render_prompt(r["question"]) for r in rows], add_special_tokens=False)
     answers = tok.encode_batch([r["answer"] + "<|eot_id|>" for r in rows], add_special_tokens=False)
     data = []
     for p, a in zip(prompts, answers):
-        assert len(a.ids) < GEN_LEN, "answer does not fit GEN_LEN with one EOS"
-        data.append((p.ids, a.ids + [sp.eos] * (GEN_LEN - len(a.ids))))
+        assert len(a.ids) < gen_len, f"answer does not fit gen length {gen_len} with one EOS"
+        data.append((p.ids, a.ids + [sp.eos] * (gen_len - len(a.ids))))
     return data
 
 
 def make_batch(data, idx, sp, gen):
     """Right-padded batch: ids, clean targets, attention validity, answer-region mask."""
-    B = len(idx)
-    T = max(len(data[i][0]) for i in idx) + GEN_LEN
+    B, G = len(idx), len(data[idx[0]][1])  # G: generation length (answers are pre-padded)
+    T = max(len(data[i][0]) for i in idx) + G
     x0 = torch.full((B, T), sp.eos, dtype=torch.long)
     valid = torch.zeros(B, T, dtype=torch.bool)
     ans = torch.zeros(B, T, dtype=torch.bool)
     for r, i in enumerate(idx):
         p, a = data[i]
         x0[r, :len(p)] = torch.tensor(p)
-        x0[r, len(p):len(p) + GEN_LEN] = torch.tensor(a)
-        valid[r, :len(p) + GEN_LEN] = True
-        ans[r, len(p):len(p) + GEN_LEN] = True
+        x0[r, len(p):len(p) + G] = torch.tensor(a)
+        valid[r, :len(p) + G] = True
+        ans[r, len(p):len(p) + G] = True
     eps = 1e-3
     t = torch.rand(B, 1, generator=gen)
     p_mask = (1 - eps) * t + eps  # [B, 1]
@@ -96,11 +96,16 @@ def main():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--beta2", type=float, default=0.95, help="AdamW beta2 (PyTorch's default is 0.999)")
+    ap.add_argument("--gen-len", type=int, default=GEN_LEN, help="answer + EOS padding length; "
+                    "shorter for a curriculum stage of one-line drills (positions are relative: RoPE)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--stop-at", type=int, default=0, help="stop (and checkpoint) after this step; "
                     "the lr schedule still uses --steps")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast for the matmuls (fp32 master weights, "
                     "fp32 norms/softmax/loss): 2x faster on AVX512-BF16 CPUs")
+    ap.add_argument("--loss-weight", choices=["inv_t", "uniform"], default="inv_t",
+                    help="inv_t: LLaDA's sum of CE/t over masked positions / (batch * gen length); "
+                    "uniform: mean CE over the batch's masked positions (no 1/t; lower variance)")
     ap.add_argument("--no-bucket", action="store_true", help="uniform random batches, no length bucketing")
     ap.add_argument("--ckpt-every", type=int, default=250)
     ap.add_argument("--eval-every", type=int, default=500)
@@ -125,7 +130,8 @@ def main():
     sp = Specials(tok)
     cfg = Config(vocab_size=tok.get_vocab_size())
     t0 = time.time()
-    train = tokenize(tok, [r for f in a.train_files.split(",") for r in load_jsonl(os.path.join(a.data, f))], sp)
+    train = tokenize(tok, [r for f in a.train_files.split(",") for r in load_jsonl(os.path.join(a.data, f))], sp,
+                     a.gen_len)
     val_sets = [load_jsonl(os.path.join(a.data, f))[:a.n_val_eval] for f in a.val_files.split(",")]
     val_cols = ["val_exact_match"] + ["val_" + f.removesuffix(".jsonl") for f in a.val_files.split(",")[1:]]
     print(f"tokenized {len(train)} train problems in {time.time() - t0:.1f}s", flush=True)
@@ -176,8 +182,11 @@ def main():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
             logits = model(xt, valid)
         ce = F.cross_entropy(logits[masked].float(), x0[masked], reduction="none")
-        w = (1.0 / p_mask.expand_as(masked))[masked]
-        loss = (ce * w).sum() / (GEN_LEN * a.batch)
+        if a.loss_weight == "inv_t":
+            w = (1.0 / p_mask.expand_as(masked))[masked]
+            loss = (ce * w).sum() / (a.gen_len * a.batch)
+        else:
+            loss = ce.sum() / max(1, ce.numel())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -192,7 +201,7 @@ def main():
         vals = []
         if step % a.eval_every == 0 or step == a.steps:
             model.eval()
-            vals = [f"{exact_match(model, tok, rows, GEN_LEN, sp)[0]:.3f}" for rows in val_sets]
+            vals = [f"{exact_match(model, tok, rows, a.gen_len, sp)[0]:.3f}" for rows in val_sets]
             model.train()
             t_last = time.time()  # evaluation time is not training time
         if step % 50 == 0 or vals:
