@@ -219,6 +219,14 @@ def make_compute(rng):
     return {"question": f"Compute {a} - {b}.", "answer": f"{p2(a)} - {p2(b)} = {p2(a - b)}"}
 
 
+def make_equation(rng):
+    """`Write a true equation.` -> `59 - 51 = 08`: make_compute's equations with a question
+    that carries no numbers, so the result can only be computed from the operands in the answer
+    line itself, as in the stories (make_compute's question lets a model read the operands off the
+    question instead: training/README.md, run 10)."""
+    return {"question": "Write a true equation.", "answer": make_compute(rng)["answer"]}
+
+
 def make_problem(rng, distract=False):
     gen = gen_chain if rng.random() < 0.6 else gen_pair
     q, lines, ans = gen(rng, distract)
@@ -261,12 +269,16 @@ def main():
                     "(train_drills_bare.jsonl)")
     ap.add_argument("--compute", action="store_true", help="with --drills: `Compute A op B.` -> the equation "
                     "(train_drills_compute.jsonl)")
+    ap.add_argument("--equations", action="store_true", help="with --drills: a number-free question -> an "
+                    "equation (train_drills_equations.jsonl)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.drills:
         rng = random.Random(4004)
         if args.compute:
             name, make = "train_drills_compute.jsonl", make_compute
+        elif args.equations:
+            name, make = "train_drills_equations.jsonl", make_equation
         else:
             name = "train_drills_bare.jsonl" if args.bare else "train_drills.jsonl"
             make = lambda r: make_drill(r, args.bare)  # noqa: E731
