@@ -204,8 +204,9 @@ def make_drill(rng, bare=False):
 
 def make_compute(rng):
     """`Compute 59 - 51.` -> `59 - 51 = 08`: the bare equation, operands written as in the
-    question. Curriculum data for the arithmetic alone (the fastest of the drill kinds to learn:
-    training/README.md); +/- with the first operand in 10..99, x2/x3 one time in ten."""
+    question. Curriculum data for the arithmetic alone; learned fastest of the drill kinds, but by
+    reading the question's equation, which does not carry over to the stories (model card, runs
+    10-13). +/- with the first operand in 10..99, x2/x3 one time in ten."""
     r = rng.random()
     if r < 0.1:
         k = 2 if r < 0.05 else 3
