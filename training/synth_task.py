@@ -209,15 +209,15 @@ def make_compute(rng):
     10-13). +/- with the first operand in 10..99, x2/x3 one time in ten."""
     r = rng.random()
     if r < 0.1:
-        k = 2 if r < 0.05 else 3
+        op, k = ("dbl", 2) if r < 0.05 else ("tpl", 3)
         a = rng.randint(1, LIMIT // k)
-        return {"question": f"Compute {a} * {k}.", "answer": f"{p2(a)} * {k} = {p2(a * k)}"}
+        return {"question": f"Compute {a} * {k}.", "answer": step_line(op, a, None, a * k)}
     a = rng.randint(10, LIMIT)
     if r < 0.55:
         b = rng.randint(0, LIMIT - a)
-        return {"question": f"Compute {a} + {b}.", "answer": f"{p2(a)} + {p2(b)} = {p2(a + b)}"}
+        return {"question": f"Compute {a} + {b}.", "answer": step_line("add", a, b, a + b)}
     b = rng.randint(0, a)
-    return {"question": f"Compute {a} - {b}.", "answer": f"{p2(a)} - {p2(b)} = {p2(a - b)}"}
+    return {"question": f"Compute {a} - {b}.", "answer": step_line("sub", a, b, a - b)}
 
 
 def make_equation(rng):
