@@ -7,6 +7,8 @@ model's argmax is read at the masked digits (teacher forcing, one forward per eq
   copy:       mask from a1 on  -> are a1 a0 b1 b0 predicted right? (first line: copied from the question)
   arithmetic: mask from c1 on  -> are c1 c0 right, given the visible operands?
 Nothing later in the answer is visible, so a result cannot be copied from the next line.
+Results are also split by operator, by line (the first line's operands are in the question; a later
+line uses an earlier result, which exists only in the answer) and by digit (tens, ones).
 
 --ones-digit also prints the distribution of the masked ones digit for a few drill equations that
 differ only in their operands (a model that does arithmetic moves it with the operands).
@@ -14,6 +16,7 @@ differ only in their operands (a model that does arithmetic moves it with the op
 Usage: /usr/bin/python3 training/probe_skills.py CKPT.pt [CKPT.pt ...] [--n 100] [--ones-digit]
 """
 import argparse
+import collections
 import os
 import sys
 
@@ -46,11 +49,14 @@ def main():
         m.load_state_dict(s["model"])
         m.eval()
         n_eq = copy_ok = arith_ok = digit_ok = 0
+        # (operator, first/later line) -> [equations, tens right, ones right, both right]
+        split = collections.defaultdict(lambda: [0, 0, 0, 0])
         for r in rows:
             p = tok.encode(render_prompt(r["question"]), add_special_tokens=False).ids
             ans = tok.encode(r["answer"] + "<|eot_id|>", add_special_tokens=False).ids
             x = torch.tensor([p + ans + [sp.eos] * (a.gen_len - len(ans))])
-            for i in [i for i, t in enumerate(ans) if t == eq]:
+            ops_of_line = [ln.split()[1] for ln in r["answer"].split("\n")[:-1]]  # + - *
+            for k, i in enumerate([i for i, t in enumerate(ans) if t == eq]):
                 start = max([j + 1 for j in range(i) if ans[j] == nl], default=0)  # line start
                 # a1 a0 ␣op ␣ b1 b0 ␣= ␣ c1 c0 (doubling/tripling: a single-digit factor)
                 ops = [len(p) + j for j in range(start, i) if ans[j] in digits]
@@ -67,8 +73,14 @@ def main():
                 hits = [bool(pa[j] == x[0, j]) for j in (c1, c1 + 1)]
                 arith_ok += all(hits)
                 digit_ok += sum(hits)
+                cell = split[(ops_of_line[k], "first line" if k == 0 else "later lines")]
+                for c, v in enumerate((1, hits[0], hits[1], all(hits))):
+                    cell[c] += v
         print(f"{ck} (step {s['step']}): {n_eq} equations; operands copied {copy_ok / n_eq:.1%}; "
               f"result right {arith_ok / n_eq:.1%} (digits {digit_ok / (2 * n_eq):.1%})", flush=True)
+        for (op, where), (n, tens, ones, both) in sorted(split.items()):
+            print(f"  {op} {where:11s} n {n:3d}: tens digit {tens / n:.0%}, ones digit {ones / n:.0%}, "
+                  f"both {both / n:.0%}", flush=True)
         if a.ones_digit:
             ones_digit(m, tok, sp, a.gen_len)
 

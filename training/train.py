@@ -50,8 +50,9 @@ def tokenize(tok, rows, sp, gen_len=GEN_LEN):
     return data
 
 
-def make_batch(data, idx, sp, gen):
-    """Right-padded batch: ids, clean targets, attention validity, answer-region mask."""
+def make_batch(data, idx, sp, gen, t_max=1.0):
+    """Right-padded batch: ids, clean targets, attention validity, answer-region mask.
+    t ~ U(0, t_max) per sample (LLaDA: t_max = 1)."""
     B, G = len(idx), len(data[idx[0]][1])  # G: generation length (answers are pre-padded)
     T = max(len(data[i][0]) for i in idx) + G
     x0 = torch.full((B, T), sp.eos, dtype=torch.long)
@@ -64,7 +65,7 @@ def make_batch(data, idx, sp, gen):
         valid[r, :len(p) + G] = True
         ans[r, len(p):len(p) + G] = True
     eps = 1e-3
-    t = torch.rand(B, 1, generator=gen)
+    t = torch.rand(B, 1, generator=gen) * t_max
     p_mask = (1 - eps) * t + eps  # [B, 1]
     masked = (torch.rand(B, T, generator=gen) < p_mask) & ans
     xt = torch.where(masked, torch.full_like(x0, sp.mask), x0)
@@ -108,6 +109,9 @@ def main():
     ap.add_argument("--loss-weight", choices=["inv_t", "uniform"], default="inv_t",
                     help="inv_t: LLaDA's sum of CE/t over masked positions / (batch * gen length); "
                     "uniform: mean CE over the batch's masked positions (no 1/t; lower variance)")
+    ap.add_argument("--t-max", type=float, default=1.0,
+                    help="mask ratio t ~ U(0, t-max) (LLaDA: 1). A curriculum stage with light masking "
+                    "(e.g. 0.3) shows more result digits with their operands visible in the answer line")
     ap.add_argument("--no-bucket", action="store_true", help="uniform random batches, no length bucketing")
     ap.add_argument("--ckpt-every", type=int, default=250)
     ap.add_argument("--eval-every", type=int, default=500)
@@ -178,7 +182,7 @@ def main():
         else:
             idx = batch_indices(train, step, a)
             gen = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
-        xt, x0, valid, masked, p_mask = make_batch(train, idx, sp, gen)
+        xt, x0, valid, masked, p_mask = make_batch(train, idx, sp, gen, a.t_max)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
