@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reproduces the shipped dllmq-synth-tiny run (seed 0) exactly as it happened.
+# Reproduces the FIRST dllmq-synth-tiny run (seed 0, 5.5% exact match; superseded by run_seed0.sh).
 # The plan was 3000+ steps at batch 64; the 2 shared CPU cores were heavily loaded by
 # other jobs (load 7-12, 3-6 s/step), so the run was shortened twice, resuming from its
 # checkpoints: the lr schedule length (--steps) and the batch changed at steps 250 and 500;
