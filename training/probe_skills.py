@@ -55,7 +55,7 @@ def main():
             p = tok.encode(render_prompt(r["question"]), add_special_tokens=False).ids
             ans = tok.encode(r["answer"] + "<|eot_id|>", add_special_tokens=False).ids
             x = torch.tensor([p + ans + [sp.eos] * (a.gen_len - len(ans))])
-            ops_of_line = [ln.split()[1] for ln in r["answer"].split("\n")[:-1]]  # + - *
+            ops_of_line = [ln.split()[1] for ln in r["answer"].split("\n") if " = " in ln]  # + - * per equation
             for k, i in enumerate([i for i, t in enumerate(ans) if t == eq]):
                 start = max([j + 1 for j in range(i) if ans[j] == nl], default=0)  # line start
                 # a1 a0 ␣op ␣ b1 b0 ␣= ␣ c1 c0 (doubling/tripling: a single-digit factor)
