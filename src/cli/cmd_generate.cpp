@@ -118,6 +118,7 @@ void run(const Args& a) {
     if (text.size() > printed) std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
     std::fputc('\n', stdout);
   }
+  std::fflush(stdout);  // the answer before the stats line, also when both go to one pipe
   fmt::print(
       stderr,
       "dllmq: {} tokens in {:.2f} s ({:.1f} tokens/s), NFE {}, steps {}, KV {} bytes ({} at fp16), "
