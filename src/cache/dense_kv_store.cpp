@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "quant/outliers.h"
 #include "util/half.h"
 
 namespace dllmq {
@@ -46,15 +47,18 @@ void DenseKvStore::store_row(uint8_t* dst, size_t off, const float* src) {
 void DenseKvStore::write(int layer, int p0, int n, const float* k_pre, const float* v) {
   assert(p0 >= 0 && p0 + n <= capacity_);
   const int kvd = geo_.kv_dim(), hd = geo_.head_dim;
+  check_finite(k_pre, size_t(n) * kvd, kvd, layer, p0, "K");
+  check_finite(v, size_t(n) * kvd, kvd, layer, p0, "V");
   thread_local std::vector<float> rot;
   rot.resize(size_t(n) * kvd);
   std::memcpy(rot.data(), k_pre, rot.size() * 4);
   rope_.apply(rot.data(), n, geo_.n_kv_heads, p0);
+  const float* kr = rot.data();  // inside the region `rot` names each worker's own (empty) copy
 #pragma omp parallel for collapse(2) schedule(static) if (size_t(n) * kvd > 65536)
   for (int g = 0; g < geo_.n_kv_heads; ++g)
     for (int r = 0; r < n; ++r) {
       const size_t off = offset(layer, g, p0 + r);
-      store_row(k_.get(), off, rot.data() + size_t(r) * kvd + size_t(g) * hd);
+      store_row(k_.get(), off, kr + size_t(r) * kvd + size_t(g) * hd);
       store_row(v_.get(), off, v + size_t(r) * kvd + size_t(g) * hd);
     }
   if (layer == 0)
@@ -77,18 +81,21 @@ KvRows DenseKvStore::read(int layer, int g, int p0, int n, float* ks, float* vs)
   return {ks, vs, hd, n};
 }
 
-size_t DenseKvStore::bytes() const {
-  return rows_held_ * size_t(geo_.n_layers) * geo_.kv_dim() * 2 * dtype_size(dtype_);
+int DenseKvStore::max_tile() const {
+  return dtype_ == DType::kF32 ? KvRowSource::kPointerTile : KvRowSource::kDequantTile;
+}
+
+KvBytes DenseKvStore::held() const {
+  const size_t half = rows_held_ * size_t(geo_.n_layers) * geo_.kv_dim() * dtype_size(dtype_);
+  return {half, half};
 }
 
 size_t DenseKvStore::bytes_fp16() const {
   return rows_held_ * size_t(geo_.n_layers) * geo_.kv_dim() * 2 * 2;
 }
 
-std::string DenseKvStore::name() const {
-  return fmt::format("dense-{}", dtype_ == DType::kF32   ? "fp32"
-                                 : dtype_ == DType::kF16 ? "fp16"
-                                                         : "bf16");
+std::string DenseKvStore::method() const {
+  return dtype_ == DType::kF32 ? "fp32" : dtype_ == DType::kF16 ? "fp16" : "bf16";
 }
 
 }  // namespace dllmq

@@ -19,9 +19,13 @@ class DenseKvStore final : public KvStore {
   void write(int layer, int p0, int n, const float* k_pre, const float* v) override;
   KvRows read(int layer, int kv_head, int p0, int n, float* k_scratch,
               float* v_scratch) const override;
-  size_t bytes() const override;
+  int max_tile() const override;
+  KvBytes held() const override;
   size_t bytes_fp16() const override;
-  std::string name() const override;
+  std::string method() const override;
+  int bits_k() const override { return int(dtype_size(dtype_)) * 8; }
+  int bits_v() const override { return int(dtype_size(dtype_)) * 8; }
+  std::string name() const override { return "dense-" + method(); }
 
  private:
   size_t offset(int layer, int g, int pos) const {

@@ -75,15 +75,19 @@ void run_bench(const BenchArgs& a) {
                           {"flop_ratio_vs_first", flop_ratio},
                           {"efficiency", speedup / flop_ratio},
                           {"kv_bytes", best.kv_bytes},
-                          {"kv_bytes_fp16", best.kv_bytes_fp16}};
+                          {"kv_bytes_fp16", best.kv_bytes_fp16},
+                          {"kv_store", best.kv_store},
+                          {"kv_bits_effective_k", best.kv_bits_effective_k()},
+                          {"kv_bits_effective_v", best.kv_bits_effective_v()}};
     rows.push_back(row);
     fmt::print(stderr,
                "  {:<7} NFE {:>4}  {:>8.2f} s  {:>8.2f} tok/s  {:>9.1f} GFLOP  {:>7.1f} GFLOP/s  "
                "speedup {:>5.2f}x  "
-               "FLOP ratio {:>5.2f}x  efficiency {:>4.0f}%  KV {} B\n",
+               "FLOP ratio {:>5.2f}x  efficiency {:>4.0f}%  KV {} {} B ({:.2f}/{:.2f} bits K/V)\n",
                mode, best.nfe, best.time_s, best.tokens.size() / best.time_s, best.flops * 1e-9,
                best.flops * 1e-9 / best.time_s, speedup, flop_ratio, 100.0 * speedup / flop_ratio,
-               best.kv_bytes);
+               best.kv_store, best.kv_bytes, best.kv_bits_effective_k(),
+               best.kv_bits_effective_v());
   }
   nlohmann::json out = {{"model", dir},
                         {"prompt_length", a.prompt_length},

@@ -164,7 +164,10 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
       g.steps = r.steps;
       g.time_s = r.time_s;
       g.kv_bytes = r.kv_bytes;
+      g.kv_bytes_k = r.kv_bytes_k;
+      g.kv_bytes_v = r.kv_bytes_v;
       g.kv_bytes_fp16 = r.kv_bytes_fp16;
+      g.kv_method = r.kv_method;
       return g;
     };
   }

@@ -99,8 +99,16 @@ void run(const Args& a) {
                         {"time_s", r.time_s},
                         {"tokens_per_s", tps},
                         {"kv_bytes", r.kv_bytes},
+                        {"kv_bytes_k", r.kv_bytes_k},
+                        {"kv_bytes_v", r.kv_bytes_v},
                         {"kv_bytes_fp16", r.kv_bytes_fp16},
                         {"kv_store", r.kv_store},
+                        {"kv_method", r.kv_method},
+                        {"kv_bits", r.kv_bits_k == r.kv_bits_v
+                                        ? nlohmann::json(r.kv_bits_k)
+                                        : nlohmann::json{{"k", r.kv_bits_k}, {"v", r.kv_bits_v}}},
+                        {"kv_bits_effective_k", r.kv_bits_effective_k()},
+                        {"kv_bits_effective_v", r.kv_bits_effective_v()},
                         {"prompt_tokens", prompt.size()},
                         {"peak_rss_bytes", peak_rss_bytes()}};
     if (codec.available()) j["text"] = text;
@@ -121,10 +129,10 @@ void run(const Args& a) {
   std::fflush(stdout);  // the answer before the stats line, also when both go to one pipe
   fmt::print(
       stderr,
-      "dllmq: {} tokens in {:.2f} s ({:.1f} tokens/s), NFE {}, steps {}, KV {} bytes ({} at fp16), "
-      "peak RSS {:.1f} MiB\n",
-      r.tokens.size(), r.time_s, tps, r.nfe, r.steps, r.kv_bytes, r.kv_bytes_fp16,
-      peak_rss_bytes() / 1048576.0);
+      "dllmq: {} tokens in {:.2f} s ({:.1f} tokens/s), NFE {}, steps {}, KV {} {} bytes ({} at "
+      "fp16; {:.2f} / {:.2f} effective bits K / V), peak RSS {:.1f} MiB\n",
+      r.tokens.size(), r.time_s, tps, r.nfe, r.steps, r.kv_store, r.kv_bytes, r.kv_bytes_fp16,
+      r.kv_bits_effective_k(), r.kv_bits_effective_v(), peak_rss_bytes() / 1048576.0);
 }
 
 }  // namespace

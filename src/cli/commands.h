@@ -12,5 +12,6 @@ void register_bench(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_grid(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_calibrate(CLI::App& app);
 
 }  // namespace dllmq::cli

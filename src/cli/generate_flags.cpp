@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "io/generation_config.h"
+#include "quant/uniform.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
@@ -45,7 +46,24 @@ void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
   cmd->add_flag("--early-stop", f.early_stop,
                 "stop once a completed block is all EOS (off: reference parity)");
   cmd->add_option("--seed", f.seed, "seed for every stochastic path")->capture_default_str();
-  cmd->add_option("--kv", f.kv, "KV store: fp32 | fp16 | bf16")->capture_default_str();
+  cmd->add_option("--kv", f.kv,
+                  "KV store: fp32 (exact, the compute precision) | fp16 | bf16 | kivi | kvquant | "
+                  "dllm-kvq")
+      ->capture_default_str();
+  cmd->add_option("--kv-bits", f.kv_bits,
+                  "bits per cached K and V element for kivi/kvquant/dllm-kvq: 2, 3, 4 or 8 "
+                  "(default: kivi/dllm-kvq 2, kvquant the artifact's)");
+  cmd->add_option("--kv-bits-k", f.kv_bits_k, "bits for K only (overrides --kv-bits)");
+  cmd->add_option("--kv-bits-v", f.kv_bits_v, "bits for V only (overrides --kv-bits)");
+  cmd->add_option("--kv-group", f.kv_group,
+                  "kivi/dllm-kvq group size G: K per channel over G positions, V per token over "
+                  "min(G, head_dim) channels")
+      ->capture_default_str();
+  cmd->add_option("--calib", f.calib,
+                  "calibration artifact from `dllmq calibrate` (kvquant: codebooks and "
+                  "thresholds; dllm-kvq: fp16 K channels)");
+  cmd->add_option("--kv-channels", f.kv_channels,
+                  "dllm-kvq: fp16 K channels given explicitly, layer:head:channel,...");
   cmd->add_option(
       "--trace-cache", f.trace_cache,
       "JSONL file: per step and layer, error of reused K/V and attention vs a full recompute");
@@ -75,7 +93,15 @@ GenerateOptions resolve_generate_flags(const GenerateFlags& f, const std::string
   o.confidence_eos_eot_inf = f.confidence_eos_eot_inf;
   o.early_stop = f.early_stop;
   o.seed = f.seed;
-  o.kv = f.kv;
+  o.kv.method = f.kv;
+  o.kv.bits_k = f.kv_bits_k.value_or(f.kv_bits.value_or(0));
+  o.kv.bits_v = f.kv_bits_v.value_or(f.kv_bits.value_or(0));
+  if (f.kv_bits && !valid_quant_bits(*f.kv_bits))
+    fail("--kv-bits {}: accepted values are 2, 3, 4 and 8", *f.kv_bits);
+  o.kv.group = f.kv_group;
+  o.kv.calib = f.calib;
+  o.kv.channels = f.kv_channels;
+  validate_kv_spec(o.kv);
   o.trace_cache = f.trace_cache;
   if (f.threads < 0) fail("--threads must be >= 0, got {}", f.threads);
   return o;
@@ -94,7 +120,8 @@ std::string describe(const GenerateOptions& o, const ModelConfig& cfg) {
       arch_name(cfg.arch), o.gen_length,
       dream_canvas ? std::string("whole canvas (no blocks)")
                    : fmt::format("block_length {}", o.block_length),
-      sched, cache_mode_name(o.cache), o.cache == CacheMode::kNone ? "-" : o.kv, alg, o.temperature,
+      sched, cache_mode_name(o.cache), o.cache == CacheMode::kNone ? "-" : describe_kv(o.kv), alg,
+      o.temperature,
       o.seed);
 }
 

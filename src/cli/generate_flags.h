@@ -29,7 +29,11 @@ struct GenerateFlags {
   bool confidence_eos_eot_inf = false;
   bool early_stop = false;
   uint64_t seed = 0;
-  std::string kv = "fp16";
+  std::string kv = "fp32";
+  std::optional<int> kv_bits, kv_bits_k, kv_bits_v;
+  int kv_group = 32;
+  std::string calib;
+  std::string kv_channels;
   std::string trace_cache;
   int threads = 0;
 };

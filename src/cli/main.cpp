@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   dllmq::cli::register_eval(app);
   dllmq::cli::register_grid(app);
   dllmq::cli::register_tokenize(app);
+  dllmq::cli::register_calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

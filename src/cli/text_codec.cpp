@@ -42,6 +42,11 @@ TextCodec::TextCodec(const Model& m) : m_(m) {
 
 TextCodec::~TextCodec() = default;
 
+std::vector<int32_t> TextCodec::text_ids(const std::string& text) const {
+  if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));
+  return tok_->encode(text, /*allow_special=*/true);
+}
+
 std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat,
                                            const std::string& system) const {
   if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));

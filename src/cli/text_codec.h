@@ -24,6 +24,8 @@ class TextCodec {
   // Throws naming the missing tokenizer file when the model directory has none.
   std::vector<int32_t> prompt_ids(const std::string& text, bool chat,
                                   const std::string& system) const;
+  // Plain text -> ids with no BOS and no template (answers of calibration pairs).
+  std::vector<int32_t> text_ids(const std::string& text) const;
   // Generated ids up to the first EOS/EoT, decoded without special tokens ("" without tokenizer).
   std::string answer_text(std::span<const int32_t> gen) const;
   // One printable piece per id for the --show-steps canvas.

@@ -12,7 +12,6 @@
 #include <numeric>
 #include <random>
 
-#include "cache/kv_store_factory.h"
 #include "decode/cache_trace.h"
 #include "decode/transfer_schedule.h"
 #include "decode/unmask_policy.h"
@@ -95,7 +94,8 @@ class Decoder {
     m_.reserve_positions(N_);
     rule_ = opt.threshold ? Rule::kThreshold : opt.factor ? Rule::kFactor : Rule::kQuota;
     if (opt.cache != CacheMode::kNone) {
-      store_ = make_kv_store(opt.kv, {cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim}, m_.rope());
+      store_ = make_kv_store(opt.kv, {cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim}, m_.rope(),
+                             m_.fingerprint());
       store_->reset(N_);
     }
     if (!opt.trace_cache.empty())
@@ -118,9 +118,14 @@ class Decoder {
     r.nfe = nfe_;
     r.steps = steps_;
     r.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.kv_bytes = kv_peak_;
+    r.kv_bytes = kv_peak_.total();
+    r.kv_bytes_k = kv_peak_.k;
+    r.kv_bytes_v = kv_peak_.v;
     r.kv_bytes_fp16 = kv_peak_fp16_;
     r.kv_store = store_ ? store_->name() : "none";
+    r.kv_method = store_ ? store_->method() : "none";
+    r.kv_bits_k = store_ ? store_->bits_k() : 0;
+    r.kv_bits_v = store_ ? store_->bits_v() : 0;
     r.flops = m_.flops_done() - f0;
     return r;
   }
@@ -185,7 +190,8 @@ class Decoder {
 
   void note_kv() {
     if (!store_) return;
-    kv_peak_ = std::max(kv_peak_, store_->bytes());
+    const KvBytes b = store_->held();
+    if (b.total() >= kv_peak_.total()) kv_peak_ = b;
     kv_peak_fp16_ = std::max(kv_peak_fp16_, store_->bytes_fp16());
   }
 
@@ -469,7 +475,8 @@ class Decoder {
   std::unique_ptr<KvStore> store_;
   std::unique_ptr<CacheTracer> tracer_;
   int nfe_ = 0, steps_ = 0;
-  size_t kv_peak_ = 0, kv_peak_fp16_ = 0;
+  KvBytes kv_peak_;
+  size_t kv_peak_fp16_ = 0;
 };
 
 }  // namespace

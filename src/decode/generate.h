@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/kv_spec.h"
 #include "cache/kv_store.h"
 #include "model/model.h"
 
@@ -42,7 +43,7 @@ struct GenerateOptions {
   bool confidence_eos_eot_inf = false;
   bool early_stop = false;  // stop when every remaining block would be EOS (off: parity)
   uint64_t seed = 0;
-  std::string kv = "fp16";  // KV store: fp32 | fp16 | bf16 (quantized stores later)
+  KvSpec kv;                // KV store (default fp32: the compute precision, exact)
   int eot_id = -1;          // end-of-turn id when config.json has none (from the tokenizer)
   std::string trace_cache;  // JSONL path: per step and layer, error of reused K/V vs recompute
 };
@@ -63,9 +64,20 @@ struct GenerateResult {
   int nfe = 0;                  // model forwards actually run (refresh forwards included)
   int steps = 0;                // reveal steps
   double time_s = 0.0;
-  size_t kv_bytes = 0;       // peak bytes held by the KV store
+  size_t kv_bytes = 0;       // peak bytes held by the KV store (K + V, everything counted)
+  size_t kv_bytes_k = 0;     // K and V parts of kv_bytes
+  size_t kv_bytes_v = 0;
   size_t kv_bytes_fp16 = 0;  // the same rows at fp16
-  std::string kv_store;      // store name
+  std::string kv_store;      // store name with parameters
+  int kv_bits_k = 0, kv_bits_v = 0;  // nominal bits per code (0 uncached)
+  std::string kv_method;     // fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq ("none" uncached)
+  // Effective bits per cached K / V element (8 * bytes / elements), 0 when nothing was cached.
+  double kv_bits_effective_k() const {
+    return kv_bytes_fp16 ? 8.0 * double(kv_bytes_k) / (double(kv_bytes_fp16) / 4.0) : 0.0;
+  }
+  double kv_bits_effective_v() const {
+    return kv_bytes_fp16 ? 8.0 * double(kv_bytes_v) / (double(kv_bytes_fp16) / 4.0) : 0.0;
+  }
   double flops = 0.0;        // model FLOPs of the forwards run
 };
 

@@ -80,18 +80,34 @@ nlohmann::json summary_from_samples(const std::string& task,
                                     const std::vector<nlohmann::json>& rows) {
   std::vector<SampleScore> scores;
   std::vector<std::string> notes;
-  double gen_s = 0, tokens = 0, nfe = 0;
+  double gen_s = 0, tokens = 0, nfe = 0, kvb = 0, kvk = 0, kvv = 0, kv16 = 0;
   for (const auto& r : rows) {
     scores.push_back(sample_from_json(r));
     gen_s += r.value("gen_s", 0.0);
     tokens += r.value("gen_tokens", 0);
     nfe += r.value("nfe", 0);
+    kvb += r.value("kv_bytes", 0.0);
+    kvk += r.value("kv_bytes_k", 0.0);
+    kvv += r.value("kv_bytes_v", 0.0);
+    kv16 += r.value("kv_bytes_fp16", 0.0);
   }
   nlohmann::json s = summarize(task, metrics, scores, notes);
   if (!rows.empty()) {
     s["mean_gen_s"] = gen_s / rows.size();
     s["mean_nfe"] = nfe / rows.size();
     s["tokens_per_s"] = gen_s > 0 ? tokens / gen_s : 0.0;
+    if (kv16 > 0) {
+      // Over all samples: bytes held / elements cached (an element is 2 bytes at fp16, K and V
+      // each half of kv_bytes_fp16).
+      s["mean_kv_bytes"] = kvb / rows.size();
+      s["mean_kv_bytes_fp16"] = kv16 / rows.size();
+      s["kv_bits_effective"] = 16.0 * kvb / kv16;
+      if (kvk + kvv > 0) {
+        s["kv_bits_effective_k"] = 32.0 * kvk / kv16;
+        s["kv_bits_effective_v"] = 32.0 * kvv / kv16;
+      }
+    }
+    if (rows.front().contains("kv_method")) s["kv_method"] = rows.front()["kv_method"];
   }
   return s;
 }
@@ -195,7 +211,10 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
     j["nfe"] = g.nfe;
     j["steps"] = g.steps;
     j["kv_bytes"] = g.kv_bytes;
+    j["kv_bytes_k"] = g.kv_bytes_k;
+    j["kv_bytes_v"] = g.kv_bytes_v;
     j["kv_bytes_fp16"] = g.kv_bytes_fp16;
+    if (!g.kv_method.empty()) j["kv_method"] = g.kv_method;
     out.append(dump(j));
     correct += j["correct"].get<bool>() ? 1 : 0;
     ++finished;

@@ -21,9 +21,11 @@ struct GenOutput {
   int nfe = 0;
   int steps = 0;
   double time_s = 0.0;
-  size_t kv_bytes = 0;
+  size_t kv_bytes = 0;  // peak KV store bytes, everything counted
+  size_t kv_bytes_k = 0, kv_bytes_v = 0;
   size_t kv_bytes_fp16 =
       0;  // the same rows at fp16 (effective bits = 16 * kv_bytes / kv_bytes_fp16)
+  std::string kv_method;
 };
 // `prompt` is the task's plain lm-eval context; chat templating is the generator's business.
 using GenerateFn = std::function<GenOutput(size_t doc, const std::string& prompt)>;

@@ -3,6 +3,8 @@
 #include <cassert>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "ops/attention.h"
 #include "ops/norm_act.h"
 #include "util/error.h"
@@ -18,6 +20,30 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   m->w_ = bind_weights(*m->ckpt_, m->cfg_);
   m->rope_ = RopeTable(m->cfg_.head_dim, m->cfg_.rope_theta);
   return m;
+}
+
+const std::string& Model::fingerprint() const {
+  if (!fingerprint_.empty()) return fingerprint_;
+  // FNV-1a 64 over the geometry, every tensor's name, dtype and shape, and its first and last
+  // 256 bytes: cheap (no full read of an 8B checkpoint) and different for any retrained model.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  const std::string geo =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", arch_name(cfg_.arch), cfg_.n_layers, cfg_.d_model,
+                  cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, cfg_.vocab_size, cfg_.mlp_hidden);
+  mix(geo.data(), geo.size());
+  for (const auto& [name, t] : ckpt_->tensors()) {
+    const std::string d = fmt::format("{}|{}|{}", name, dtype_name(t->dtype), t->shape_str());
+    mix(d.data(), d.size());
+    const size_t k = std::min<size_t>(256, t->nbytes);
+    mix(t->data, k);
+    mix(static_cast<const uint8_t*>(t->data) + t->nbytes - k, k);
+  }
+  fingerprint_ = fmt::format("{:016x}", h);
+  return fingerprint_;
 }
 
 void Model::grow(int n) {
@@ -69,6 +95,7 @@ void Model::forward(const ForwardArgs& a, float* logits) {
       a.store->write(l, a.write.begin, a.write.size(), k_.data() + size_t(r0) * kvd,
                      v_.data() + size_t(r0) * kvd);
     }
+    if (a.observer) a.observer->on_kv(l, a.pos0, n, k_.data(), v_.data());
     rope_.apply(q_.data(), n, nh, a.pos0);
     rope_.apply(k_.data(), n, nkv, a.pos0);
 

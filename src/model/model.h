@@ -23,6 +23,9 @@ class LayerObserver {
   // k_rot: [n, kv_dim] post-RoPE, v: [n, kv_dim], attn: [n, n_heads*hd] attention output.
   virtual void on_layer(int layer, int pos0, int n, const float* k_rot, const float* v,
                         const float* attn) = 0;
+  // The same fresh rows before RoPE (k_pre: [n, kv_dim]), as a store receives them; called
+  // before on_layer. Calibration of pre-RoPE stores (KVQuant) listens here.
+  virtual void on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) {}
 };
 
 struct ForwardArgs {
@@ -44,6 +47,9 @@ class Model {
   const Checkpoint& checkpoint() const { return *ckpt_; }
   const RopeTable& rope() const { return rope_; }
   const std::string& dir() const { return dir_; }
+  // Identifies the checkpoint (geometry, tensor names/shapes/dtypes and sampled weight bytes) so
+  // calibration artifacts can refuse another model. Hex string, computed once.
+  const std::string& fingerprint() const;
 
   // Makes sure the RoPE table covers `n` positions (call before decoding a canvas of n).
   void reserve_positions(int n) { rope_.reserve(n); }
@@ -62,6 +68,7 @@ class Model {
   void grow(int n);
 
   std::string dir_;
+  mutable std::string fingerprint_;
   ModelConfig cfg_;
   std::unique_ptr<Checkpoint> ckpt_;
   ModelWeights w_;

@@ -11,75 +11,104 @@ namespace dllmq {
 
 namespace {
 
-constexpr int kQueryChunk = 128;  // bounds the score tile to [128, n_keys] per thread
+constexpr int kQueryChunk = 128;  // bounds the per-thread score/accumulator tiles
+
+// Per-thread buffers of the online-softmax loop, grown on demand and reused across calls.
+struct AttnScratch {
+  std::vector<float> scores, acc, m, l, k, v;
+  void reserve(int rows, int tile, int hd) {
+    auto grow = [](std::vector<float>& b, size_t n) {
+      if (b.size() < n) b.resize(n);
+    };
+    grow(scores, size_t(rows) * tile);
+    grow(acc, size_t(rows) * hd);
+    grow(m, rows);
+    grow(l, rows);
+    grow(k, size_t(tile) * hd);
+    grow(v, size_t(tile) * hd);
+  }
+};
+
+// Folds one tile of scores (rows x n, row stride ld) into the running max / sum / accumulator:
+// rescales what was accumulated so far and turns the scores into unnormalised probabilities.
+void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, float* acc,
+                         int hd) {
+  for (int r = 0; r < rows; ++r) {
+    float* sr = s + size_t(r) * ld;
+    float mt = -std::numeric_limits<float>::infinity();
+    for (int k = 0; k < n; ++k) mt = std::max(mt, sr[k]);
+    const float mn = std::max(m[r], mt);
+    const float alpha = std::exp(m[r] - mn);  // 0 on the first tile (m = -inf)
+    float sum = 0.0f;
+    for (int k = 0; k < n; ++k) {
+      sr[k] = std::exp(sr[k] - mn);
+      sum += sr[k];
+    }
+    l[r] = l[r] * alpha + sum;
+    m[r] = mn;
+    if (alpha != 1.0f) {
+      float* a = acc + size_t(r) * hd;
+      for (int t = 0; t < hd; ++t) a[t] *= alpha;
+    }
+  }
+}
 
 }  // namespace
 
 void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
                std::span<const KvRowSource* const> sources, float* out) {
-  int nk = 0;
-  int max_src = 0;
+  int nk = 0, tile = 1;
   for (auto* s : sources) {
     nk += s->n_rows();
-    max_src = std::max(max_src, s->n_rows());
+    tile = std::max(tile, std::min(s->max_tile(), s->n_rows()));
   }
   const int rep = n_heads / n_kv_heads;
   const int ld = n_heads * hd;
   const int n_chunks = (nq + kQueryChunk - 1) / kQueryChunk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // Work items: (kv head, query chunk); the heads of a group share the rows a source hands out.
+  // Work items: (kv head, query chunk); the query heads of a group share each K/V tile, so a
+  // dequantized tile serves all of them.
   const bool par = double(nq) * nk * n_heads * hd > 1e6;
 #pragma omp parallel if (par)
   {
-    thread_local std::vector<float> scores, kscr, vscr;
-    const size_t want_s = size_t(kQueryChunk) * rep * nk;
-    if (scores.size() < want_s) scores.resize(want_s);
-    if (kscr.size() < size_t(max_src) * hd) {
-      kscr.resize(size_t(max_src) * hd);
-      vscr.resize(size_t(max_src) * hd);
-    }
+    thread_local AttnScratch w;
+    w.reserve(rep * std::min(nq, kQueryChunk), tile, hd);
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int g = 0; g < n_kv_heads; ++g) {
       for (int c = 0; c < n_chunks; ++c) {
         const int q0 = c * kQueryChunk, qn = std::min(kQueryChunk, nq - q0);
-        // scores: [rep][qn, nk] for the query heads of KV head g.
-        int col = 0;
+        const int rows = rep * qn;  // [rep][qn]: the query heads of KV head g
+        std::fill_n(w.m.data(), rows, -std::numeric_limits<float>::infinity());
+        std::fill_n(w.l.data(), rows, 0.0f);
+        std::fill_n(w.acc.data(), size_t(rows) * hd, 0.0f);
         for (auto* s : sources) {
-          const KvRows r = s->rows(g, kscr.data(), vscr.data());
-          if (r.n == 0) continue;
-          for (int j = 0; j < rep; ++j) {
-            const int h = g * rep + j;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, r.n, hd, scale,
-                        q + size_t(q0) * ld + size_t(h) * hd, ld, r.k, r.ld, 0.0f,
-                        scores.data() + size_t(j) * qn * nk + col, nk);
+          const int step = std::min(s->max_tile(), tile);
+          for (int r0 = 0; r0 < s->n_rows(); r0 += step) {
+            const int n = std::min(step, s->n_rows() - r0);
+            const KvRows r = s->rows(g, r0, n, w.k.data(), w.v.data());
+            for (int j = 0; j < rep; ++j) {
+              const int h = g * rep + j;
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, n, hd, scale,
+                          q + size_t(q0) * ld + size_t(h) * hd, ld, r.k, r.ld, 0.0f,
+                          w.scores.data() + size_t(j) * qn * tile, tile);
+            }
+            online_softmax_tile(w.scores.data(), rows, n, tile, w.m.data(), w.l.data(),
+                                w.acc.data(), hd);
+            for (int j = 0; j < rep; ++j)
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hd, n, 1.0f,
+                          w.scores.data() + size_t(j) * qn * tile, tile, r.v, r.ld, 1.0f,
+                          w.acc.data() + size_t(j) * qn * hd, hd);
           }
-          col += r.n;
         }
-        for (int row = 0; row < rep * qn; ++row) {
-          float* sr = scores.data() + size_t(row) * nk;
-          float m = -std::numeric_limits<float>::infinity();
-          for (int k = 0; k < nk; ++k) m = std::max(m, sr[k]);
-          float sum = 0.0f;
-          for (int k = 0; k < nk; ++k) {
-            sr[k] = std::exp(sr[k] - m);
-            sum += sr[k];
+        for (int j = 0; j < rep; ++j) {
+          const int h = g * rep + j;
+          for (int i = 0; i < qn; ++i) {
+            const int row = j * qn + i;
+            const float inv = w.l[row] > 0.0f ? 1.0f / w.l[row] : 0.0f;
+            const float* a = w.acc.data() + size_t(row) * hd;
+            float* o = out + size_t(q0 + i) * ld + size_t(h) * hd;
+            for (int t = 0; t < hd; ++t) o[t] = a[t] * inv;
           }
-          const float inv = 1.0f / sum;
-          for (int k = 0; k < nk; ++k) sr[k] *= inv;
-        }
-        col = 0;
-        bool first = true;
-        for (auto* s : sources) {
-          const KvRows r = s->rows(g, kscr.data(), vscr.data());
-          if (r.n == 0) continue;
-          for (int j = 0; j < rep; ++j) {
-            const int h = g * rep + j;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hd, r.n, 1.0f,
-                        scores.data() + size_t(j) * qn * nk + col, nk, r.v, r.ld,
-                        first ? 0.0f : 1.0f, out + size_t(q0) * ld + size_t(h) * hd, ld);
-          }
-          first = false;
-          col += r.n;
         }
       }
     }
@@ -93,11 +122,14 @@ void attention_ref(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
     const int g = h / rep;
     std::vector<std::vector<float>> ks, vs;  // gathered rows of head g
     for (auto* s : sources) {
-      std::vector<float> kscr(size_t(s->n_rows()) * hd), vscr(size_t(s->n_rows()) * hd);
-      KvRows r = s->rows(g, kscr.data(), vscr.data());
-      for (int i = 0; i < r.n; ++i) {
-        ks.emplace_back(r.k + size_t(i) * r.ld, r.k + size_t(i) * r.ld + hd);
-        vs.emplace_back(r.v + size_t(i) * r.ld, r.v + size_t(i) * r.ld + hd);
+      const int step = s->max_tile();
+      std::vector<float> kscr(size_t(step) * hd), vscr(size_t(step) * hd);
+      for (int r0 = 0; r0 < s->n_rows(); r0 += step) {
+        const KvRows r = s->rows(g, r0, std::min(step, s->n_rows() - r0), kscr.data(), vscr.data());
+        for (int i = 0; i < r.n; ++i) {
+          ks.emplace_back(r.k + size_t(i) * r.ld, r.k + size_t(i) * r.ld + hd);
+          vs.emplace_back(r.v + size_t(i) * r.ld, r.v + size_t(i) * r.ld + hd);
+        }
       }
     }
     for (int i = 0; i < nq; ++i) {

@@ -1,7 +1,8 @@
 // Bidirectional (non-causal) multi-head attention over keys that come from several sources:
-// rows computed in this forward and rows held in a KV store. Sources hand out f32 rows one KV
-// head at a time, so a quantized store dequantizes per head inside the kernel instead of
-// materialising a dequantized copy of the whole cache.
+// rows computed in this forward and rows held in a KV store. The kernel walks every source
+// tile by tile (flash-style online softmax joining all sources), and a source hands out one
+// tile of f32 rows of one KV head at a time: a quantized store dequantizes that tile into a
+// small per-thread buffer, so no dequantized copy of a layer's cache is ever made.
 #pragma once
 
 #include <span>
@@ -20,8 +21,15 @@ class KvRowSource {
  public:
   virtual ~KvRowSource() = default;
   virtual int n_rows() const = 0;
-  // May return pointers into the source itself or into the scratch buffers ([n_rows, hd] each).
-  virtual KvRows rows(int kv_head, float* k_scratch, float* v_scratch) const = 0;
+  // Largest tile the source hands out at once: sources that return pointers into themselves
+  // take large tiles, dequantizing ones a tile that fits the per-thread scratch in L2.
+  virtual int max_tile() const { return kDequantTile; }
+  // Rows [r0, r0 + n) of one KV head (n <= max_tile()). May return pointers into the source
+  // itself or into the scratch buffers ([n, hd] each).
+  virtual KvRows rows(int kv_head, int r0, int n, float* k_scratch, float* v_scratch) const = 0;
+
+  static constexpr int kDequantTile = 128;
+  static constexpr int kPointerTile = 512;
 };
 
 // Rows computed in the current forward: k, v are [n, n_kv_heads * hd] f32.
@@ -30,8 +38,10 @@ class FreshKvRows final : public KvRowSource {
   FreshKvRows(const float* k, const float* v, int n, int kv_dim, int hd)
       : k_(k), v_(v), n_(n), kv_dim_(kv_dim), hd_(hd) {}
   int n_rows() const override { return n_; }
-  KvRows rows(int g, float*, float*) const override {
-    return {k_ + size_t(g) * hd_, v_ + size_t(g) * hd_, kv_dim_, n_};
+  int max_tile() const override { return kPointerTile; }
+  KvRows rows(int g, int r0, int n, float*, float*) const override {
+    const size_t off = size_t(r0) * kv_dim_ + size_t(g) * hd_;
+    return {k_ + off, v_ + off, kv_dim_, n};
   }
 
  private:

@@ -1,0 +1,52 @@
+// KVQuant's own calibration (METHODS.md §2, trajectory "ar"): observe the pre-RoPE K and the V
+// of full forwards over prompt+answer (every token revealed) and derive, per layer, the K
+// per-channel outlier thresholds (percentiles outlier_percent/2 and 100 - outlier_percent/2),
+// and unweighted k-means codebooks of the normalised non-outlier K and V values (Fisher
+// weighting comes with TRACE). Memory is bounded: each layer keeps a reservoir of at most
+// `reservoir_rows` token rows (Algorithm R, seeded), from which everything is computed at the
+// end; with fewer observed rows the statistics are exact.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "io/calib_artifact.h"
+#include "io/model_config.h"
+#include "model/model.h"
+
+namespace dllmq {
+
+struct KvQuantCalibOptions {
+  int bits_k = 4;
+  int bits_v = 4;
+  double outlier_percent = 1.0;
+  int sink = 1;  // leading canvas positions: kept at fp16 by the store, left out of calibration
+  int reservoir_rows = 2048;
+  uint64_t seed = 0;
+};
+
+class KvQuantCalibrator final : public LayerObserver {
+ public:
+  KvQuantCalibrator(const ModelConfig& cfg, KvQuantCalibOptions opt);
+
+  void on_layer(int, int, int, const float*, const float*, const float*) override {}
+  void on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) override;
+
+  // Rows observed in layer 0 (tokens calibrated on).
+  int64_t rows_seen() const { return layers_.empty() ? 0 : layers_[0].seen; }
+  // Thresholds and codebooks; the caller fills the provenance fields (model, data, pairs).
+  CalibArtifact finish() const;
+
+ private:
+  struct Layer {
+    std::vector<float> k, v;  // [reservoir_rows, kv_dim]
+    int64_t seen = 0;
+    std::mt19937_64 rng;
+  };
+  int kvd_, hd_, n_kv_;
+  KvQuantCalibOptions opt_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace dllmq

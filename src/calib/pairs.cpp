@@ -1,0 +1,72 @@
+#include "calib/pairs.h"
+
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace dllmq {
+
+namespace {
+
+std::vector<int32_t> ids_field(const nlohmann::json& j, const char* key, const std::string& where,
+                               int vocab) {
+  const auto& a = j[key];
+  if (!a.is_array()) fail("{}: '{}' must be an array of token ids", where, key);
+  std::vector<int32_t> out;
+  for (const auto& x : a) {
+    if (!x.is_number_integer()) fail("{}: '{}' holds a non-integer", where, key);
+    const int64_t v = x.get<int64_t>();
+    if (v < 0 || v >= vocab)
+      fail("{}: '{}' holds id {} outside the vocabulary [0, {})", where, key, v, vocab);
+    out.push_back(int32_t(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<CalibPair> read_calib_pairs(const std::string& path, const PairTokenizer& tok,
+                                        int vocab_size, size_t limit, std::string* hash) {
+  std::ifstream in(path);
+  if (!in) fail("--data {}: cannot open", path);
+  std::vector<CalibPair> pairs;
+  uint64_t h = 1469598103934665603ull;
+  std::string line;
+  for (size_t no = 1; std::getline(in, line); ++no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (limit && pairs.size() >= limit) break;
+    for (unsigned char c : line) h = (h ^ c) * 1099511628211ull;
+    const std::string where = fmt::format("{}:{}", path, no);
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", where);
+    CalibPair p;
+    if (j.contains("prompt_ids") || j.contains("answer_ids")) {
+      if (!j.contains("prompt_ids") || !j.contains("answer_ids"))
+        fail("{}: give both 'prompt_ids' and 'answer_ids'", where);
+      p.prompt = ids_field(j, "prompt_ids", where, vocab_size);
+      p.answer = ids_field(j, "answer_ids", where, vocab_size);
+    } else {
+      // GSM8K-style records ({"question", "answer"}) are pairs as they are.
+      const char* pk = j.contains("prompt") ? "prompt" : "question";
+      if (!j.contains(pk) || !j[pk].is_string() || !j.contains("answer") ||
+          !j["answer"].is_string())
+        fail("{}: expected string fields 'prompt' (or 'question') and 'answer', or "
+             "'prompt_ids'/'answer_ids'",
+             where);
+      if (!tok.prompt) fail("{}: text pairs need the model's tokenizer", where);
+      p.prompt = tok.prompt(j[pk].get<std::string>());
+      p.answer = tok.answer(j["answer"].get<std::string>());
+    }
+    if (p.prompt.size() + p.answer.size() < 2)
+      fail("{}: a pair needs at least two tokens in all", where);
+    pairs.push_back(std::move(p));
+  }
+  if (pairs.empty()) fail("--data {}: no pairs", path);
+  if (hash) *hash = fmt::format("{:016x}", h);
+  return pairs;
+}
+
+}  // namespace dllmq
