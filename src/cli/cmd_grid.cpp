@@ -7,6 +7,9 @@
 //    true}], "fixed": {"block-length": 32},                       // flags given to every run
 //    "grid":  {"gen-length": [256, 512], "threshold": [null, 0.9], "cache": ["none", "prefix"]},
 //    "args":  ["--workers", "2"]}                          // extra eval arguments, verbatim
+// An axis value may be an object: a bundle of flags set together, labelled by its "name", e.g.
+//    "grid": {"kv": [{"name": "fp16", "kv": "fp16"}, {"name": "kivi-2", "kv": "kivi",
+//                     "kv-bits": 2}]}
 // Keys are `dllmq eval` flag names without "--"; null leaves the flag out, true passes it bare.
 // Outputs: OUT/grid.json (every summary), OUT/grid.md (table + average per setting over tasks),
 // OUT/grid.csv (one row per task x point) and OUT/grid.png (headline metric vs effective KV bits).
@@ -38,6 +41,9 @@ namespace fs = std::filesystem;
 
 std::string value_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
+  // A bundle of flags (one grid value that sets several flags, e.g. a KV method with its bits
+  // and calibration file) is shown by its "name".
+  if (v.is_object() && v.contains("name")) return value_text(v["name"]);
   return v.dump();
 }
 
@@ -263,7 +269,14 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
         if (k != "task" && k != "data") add_flag(argv, k, v, cfg_path);
       if (cfg.contains("fixed"))
         for (const auto& [k, v] : cfg["fixed"].items()) add_flag(argv, k, v, cfg_path);
-      for (const auto& [k, v] : point) add_flag(argv, k, v, cfg_path);
+      for (const auto& [k, v] : point) {
+        if (!v.is_object()) {
+          add_flag(argv, k, v, cfg_path);
+          continue;
+        }
+        for (const auto& [k2, v2] : v.items())
+          if (k2 != "name") add_flag(argv, k2, v2, cfg_path);
+      }
       if (cfg.contains("args"))
         for (const auto& a : cfg["args"]) argv.push_back(value_text(a));
       std::string shown;

@@ -1,6 +1,7 @@
 #include "io/calib_artifact.h"
 
 #include <cmath>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -65,7 +66,13 @@ void save_calib_artifact(const CalibArtifact& a, const std::string& path) {
 }
 
 CalibArtifact load_calib_artifact(const std::string& path) {
-  SafetensorsFile f(path);
+  std::unique_ptr<SafetensorsFile> fp;
+  try {
+    fp = std::make_unique<SafetensorsFile>(path);
+  } catch (const Error& e) {
+    fail("--calib {}: not a calibration artifact ({})", path, e.what());
+  }
+  const SafetensorsFile& f = *fp;
   const auto& md = f.metadata();
   auto get = [&](const std::string& k) -> const std::string& {
     auto it = md.find(k);
