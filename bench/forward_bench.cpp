@@ -1,6 +1,6 @@
 // One LLaDA-8B-shaped layer (d_model 4096, 32 heads, MLP 12288, random bf16 weights) on 32 and
 // 512 tokens, next to the machine's f32 sgemm at the same shapes. Report the ratio
-// layer GFLOP/s / sgemm GFLOP/s measured in the same run.
+// layer GFLOP/s / sgemm GFLOP/s measured in the same run. Layer rows: /tokens/bf16-compute.
 //   build/bench/forward_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "ops/gemm.h"
 #include "ops/linear.h"
 #include "util/half.h"
 
@@ -82,6 +83,8 @@ std::string make_checkpoint() {
 void BM_LayerForward(benchmark::State& st) {
   static std::unique_ptr<dllmq::Model> m = dllmq::Model::load(make_checkpoint());
   const int n = static_cast<int>(st.range(0));
+  m->set_compute_dtype(st.range(1) ? dllmq::ComputeDType::kBF16 : dllmq::ComputeDType::kF32);
+  st.SetLabel(dllmq::compute_dtype_name(m->compute_dtype()));
   std::vector<int32_t> ids(n);
   for (int i = 0; i < n; ++i) ids[i] = i % 200;
   dllmq::ForwardArgs a;
@@ -92,20 +95,26 @@ void BM_LayerForward(benchmark::State& st) {
   st.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_LayerForward)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_LayerForward)
+    ->ArgsProduct({{32, 512}, {0, 1}})  // tokens, bf16 compute
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
-// f32 sgemm [n, 4096] x [4096, 4096]^T: the machine's BLAS ceiling for the projections.
+// f32 sgemm [n, 4096] x [4096, 4096]^T on the engine's GEMM backend (ops/gemm.h), one call with
+// all cores to the library: its own ceiling for the projections at this shape.
 void BM_Sgemm(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0));
   std::vector<float> x(size_t(n) * kD, 0.5f), w(size_t(kD) * kD, 0.25f), y(size_t(n) * kD);
-  openblas_set_num_threads(omp_get_max_threads());  // the library's own best: all cores
+  const bool blas = dllmq::gemm_info().lib == dllmq::GemmLib::kOpenBlas;
+  const int threads = omp_get_max_threads();
+  if (blas) openblas_set_num_threads(threads);  // oneDNN threads by itself
   for (auto _ : st)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kD, kD, 1.0f, x.data(), kD, w.data(),
-                kD, 0.0f, y.data(), kD);
+    dllmq::sgemm(true, n, kD, kD, 1.0f, x.data(), kD, w.data(), kD, 0.0f, y.data(), kD);
+  st.SetLabel(dllmq::gemm_info().name + " " + dllmq::gemm_info().isa);
   st.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * n * kD * kD * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  dllmq::blas_use_one_thread();
-  openblas_set_num_threads(1);
+  if (blas) openblas_set_num_threads(1);
+  omp_set_num_threads(threads);  // OpenBLAS-openmp's setter changes OpenMP's count too
 }
 BENCHMARK(BM_Sgemm)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -4,8 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(cmake g++ make pkg-config libopenblas-openmp-dev nlohmann-json3-dev libfmt-dev libcli11-dev
-      libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy)
+# libdnnl-dev: oneDNN, the GEMM backend that JIT-compiles for the CPU's instruction set.
+PKGS=(cmake g++ make pkg-config libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libfmt-dev
+      libcli11-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3
+      python3-numpy python3-matplotlib)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,3 +21,11 @@ fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build build -j "$(nproc)"
+
+# --- Evaluation: Python environment of the MATH scorer (lm-eval's sympy exact_match and
+# math_verify) -> .venv-eval/, pinned in tools/eval/requirements.txt (PyPI); skipped when up to
+# date. Without it `dllmq eval --task math` reports those metrics as not computed and says why.
+if ! tools/eval/setup_venv.sh; then
+  echo "setup: WARNING: .venv-eval could not be created (PyPI unreachable?); MATH exact_match and" \
+       "math_verify will not be computed until tools/eval/setup_venv.sh succeeds" >&2
+fi

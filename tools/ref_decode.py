@@ -21,6 +21,11 @@ Entry point:  generate(model, prompt_ids, gen_length, block_length, steps, cache
   nfe    : number of model forwards
   trace  : one record per forward: {"nfe", "kind", "block", "revealed": [[pos, tok, conf]],
            "margin": smallest decision margin of that step (see _margins) }
+  kv_quant (optional): fake-quantized cache (tools/ref_kvquant.py).  Right after each
+           block-start refresh builds the cache (prefix: rows [0, s), dual: all L rows) the
+           stored K/V are replaced by quantized-then-dequantized values; cached forwards attend
+           to those, while the rows they compute themselves (the active block, and the suffix
+           in prefix mode) stay exact.  None (default) = unchanged behaviour.
 
 LLaDA (no logit shift):
   canvas x = prompt + MASK*G; blocks [s, e) of block_length; spb = steps / n_blocks.
@@ -137,18 +142,37 @@ def factor_count(sorted_conf, factor):
 class Counter:
     """Wraps a RefModel and counts forwards."""
 
-    def __init__(self, model):
+    def __init__(self, model, prerope=False):
         self.m = model
         self.nfe = 0
+        self.prerope = prerope  # full() also returns pre-RoPE K (entries (K, V, K_pre))
 
     def full(self, x):
         self.nfe += 1
-        logits, kv = self.m.forward(np.asarray(x), np.arange(len(x)), return_kv=True)
+        logits, kv = self.m.forward(np.asarray(x), np.arange(len(x)), return_kv=True,
+                                    return_k_prerope=self.prerope)
         return logits, kv
 
     def cached(self, x_rows, positions, past):
         self.nfe += 1
         return self.m.forward(np.asarray(x_rows), np.asarray(positions), past=past)
+
+
+def build_past(model, kv, W, kv_quant=None):
+    """Cache rows [0, W) of a block-start refresh (prefix: W = s, dual: W = L).  With a
+    fake-quant hook (tools/ref_kvquant.py) the stored rows are replaced by their
+    quantized-then-dequantized values; fresh rows of later cached forwards stay exact."""
+    if kv_quant is None:
+        return [(e[0][:W], e[1][:W], np.arange(W)) for e in kv]
+    q = kv_quant(model, [tuple(a[:W] for a in e) for e in kv], np.arange(W))
+    return [(k, v, np.arange(W)) for (k, v) in q]
+
+
+def _hook(kv_quant):
+    if kv_quant is None:
+        return None
+    import ref_kvquant  # noqa: E402  (local: optional dependency)
+    return ref_kvquant.make_hook(kv_quant)
 
 
 def shift(raw):
@@ -233,7 +257,13 @@ def _llada_step(lg_rows, x_rows, cand_local, rule, args, rng, eos_id, eot_id):
 
 def generate_llada(model, prompt, gen_length, block_length, steps, cache="none", threshold=None,
                    factor=None, remasking="low_confidence", temperature=0.0, cfg_scale=0.0,
-                   logits_eos_inf=False, confidence_eos_eot_inf=False, eot_id=None, seed=0):
+                   logits_eos_inf=False, confidence_eos_eot_inf=False, eot_id=None, seed=0, kv_quant=None,
+                   teacher=None, teacher_rank="reference"):
+    """teacher: TRACE teacher forcing (METHODS.md §3): a list of gen_length reference ids.  Every
+    revealed position takes its reference id; candidates are ranked by the probability of the
+    reference id (teacher_rank "reference") or by the max probability ("confidence"), under the
+    same schedule as inference."""
+    kv_quant = _hook(kv_quant)
     mask = model.mask_id
     P = len(prompt)
     L = P + gen_length
@@ -248,7 +278,7 @@ def generate_llada(model, prompt, gen_length, block_length, steps, cache="none",
     x = np.array(list(prompt) + [mask] * gen_length, dtype=np.int64)
     prompt_idx = np.zeros(L, dtype=bool)
     prompt_idx[:P] = True
-    C = Counter(model)
+    C = Counter(model, prerope=kv_quant is not None)
     trace = []
     args = dict(logits_eos_inf=logits_eos_inf, confidence_eos_eot_inf=confidence_eos_eot_inf,
                 temperature=temperature, remasking=remasking, threshold=threshold, factor=factor)
@@ -271,7 +301,14 @@ def generate_llada(model, prompt, gen_length, block_length, steps, cache="none",
             return
         lg = rows_logits[[p - row0 for p in cand]]
         args["_k"] = quota_j
-        picks, margin, gap = _llada_step(lg, x, cand, rule, args, rng, eos_id, eot_id)
+        if teacher is not None:
+            prob = softmax64(np.asarray(lg, dtype=np.float64))
+            toks = np.array([teacher[p - P] for p in cand])
+            conf = prob[np.arange(len(cand)), toks] if teacher_rank == "reference" else prob.max(-1)
+            chosen, margin = _select(conf, cand, rule, k=quota_j, tau=threshold, factor=factor)
+            picks, gap = [(int(i), int(toks[i]), float(conf[i])) for i in chosen], float("inf")
+        else:
+            picks, margin, gap = _llada_step(lg, x, cand, rule, args, rng, eos_id, eot_id)
         rev = []
         for i, tok, cf in picks:
             x[cand[i]] = tok
@@ -300,9 +337,9 @@ def generate_llada(model, prompt, gen_length, block_length, steps, cache="none",
         commit(b, s, e, logits, 0, "refresh", quota[0])
         j = 1
         if cache == "prefix":
-            past = [(k[:s], v[:s], np.arange(s)) for (k, v) in kv]
+            past = build_past(model, kv, s, kv_quant)
         elif cache == "dual":
-            past = [(k, v, np.arange(L)) for (k, v) in kv]
+            past = build_past(model, kv, L, kv_quant)
         else:
             raise ValueError("cache must be none, prefix or dual")
         while (x[s:e] == mask).any():  # check-first (later upstream)
@@ -456,7 +493,8 @@ def generate_dream_global(model, prompt, gen_length, steps, threshold=None, alg=
 
 def generate_dream_block(model, prompt, gen_length, block_length, steps, cache="prefix", threshold=None,
                          factor=None, alg="entropy", eps=1e-3, temperature=0.0, top_p=None, top_k=None,
-                         alg_temp=None, seed=0):
+                         alg_temp=None, seed=0, kv_quant=None):
+    kv_quant = _hook(kv_quant)
     mask = model.mask_id
     P = len(prompt)
     L = P + gen_length
@@ -467,7 +505,7 @@ def generate_dream_block(model, prompt, gen_length, block_length, steps, cache="
     ts = np.linspace(1.0, eps, spb + 1)
     x = np.array(list(prompt) + [mask] * gen_length, dtype=np.int64)
     rng = np.random.default_rng(seed)
-    C = Counter(model)
+    C = Counter(model, prerope=kv_quant is not None)
     trace = []
     warnings = []
     for b in range(nb):
@@ -481,9 +519,9 @@ def generate_dream_block(model, prompt, gen_length, block_length, steps, cache="
         trace.append(dict(nfe=C.nfe, kind="refresh", block=b, revealed=[[s, int(x0[0]), float(p0.max())]],
                           margin=float("inf"), argmax_gap=_argmax_gap(lg[s:s + 1])))
         if cache == "prefix":
-            past = [(k[:s], v[:s], np.arange(s)) for (k, v) in kv]
+            past = build_past(model, kv, s, kv_quant)
         elif cache == "dual":
-            past = [(k, v, np.arange(L)) for (k, v) in kv]
+            past = build_past(model, kv, L, kv_quant)
         else:
             raise ValueError("Dream block mode needs cache prefix or dual")
         i = 1
@@ -544,7 +582,11 @@ def generate_dream_block(model, prompt, gen_length, block_length, steps, cache="
 # ------------------------------------------------------------------------------ dispatcher
 def generate(model, prompt, gen_length, block_length, steps, cache="none", threshold=None, factor=None,
              alg=None, temperature=0.0, cfg_scale=0.0, logits_eos_inf=False, confidence_eos_eot_inf=False,
-             eot_id=None, eps=1e-3, top_p=None, top_k=None, alg_temp=None, seed=0):
+             eot_id=None, eps=1e-3, top_p=None, top_k=None, alg_temp=None, seed=0, kv_quant=None,
+             teacher=None, teacher_rank="reference"):
+    """kv_quant: None (exact cache), a ref_kvquant.KVFakeQuant / callable hook, or a spec dict
+    for ref_kvquant.KVFakeQuant (e.g. dict(method="kivi", bits=2, group=32)); applied to the
+    cache rows of every block-start refresh (cache prefix/dual only; ignored without a cache)."""
     if isinstance(model, str):
         model = rf.load_model(model)
     if threshold is not None and factor is not None:
@@ -556,7 +598,10 @@ def generate(model, prompt, gen_length, block_length, steps, cache="none", thres
         return generate_llada(model, prompt, gen_length, block_length, steps, cache=cache, threshold=threshold,
                               factor=factor, remasking=remasking, temperature=temperature, cfg_scale=cfg_scale,
                               logits_eos_inf=logits_eos_inf, confidence_eos_eot_inf=confidence_eos_eot_inf,
-                              eot_id=eot_id, seed=seed)
+                              eot_id=eot_id, seed=seed, kv_quant=kv_quant, teacher=teacher,
+                              teacher_rank=teacher_rank)
+    if teacher is not None:
+        raise ValueError("teacher forcing is implemented for LLaDA in this reference")
     alg = alg or "entropy"
     if cache == "none":
         if factor is not None:
@@ -566,7 +611,7 @@ def generate(model, prompt, gen_length, block_length, steps, cache="none", thres
                                      seed=seed)
     return generate_dream_block(model, prompt, gen_length, block_length, steps, cache=cache, threshold=threshold,
                                 factor=factor, alg=alg, eps=eps, temperature=temperature, top_p=top_p,
-                                top_k=top_k, alg_temp=alg_temp, seed=seed)
+                                top_k=top_k, alg_temp=alg_temp, seed=seed, kv_quant=kv_quant)
 
 
 def main(argv=None):
@@ -590,14 +635,23 @@ def main(argv=None):
     ap.add_argument("--top-k", type=int)
     ap.add_argument("--alg-temp", type=float)
     ap.add_argument("--trace", action="store_true", help="include the per-forward trace")
+    ap.add_argument("--kv", default="fp32", choices=["fp32", "fp16", "bf16", "kivi", "dllm-kvq", "kvquant"],
+                    help="fake-quantize the cache rows of each refresh (tools/ref_kvquant.py)")
+    ap.add_argument("--kv-bits", type=int, help="K and V bits (kivi/dllm-kvq; default 2)")
+    ap.add_argument("--kv-group", type=int, default=32)
+    ap.add_argument("--kv-channels", help="dllm-kvq fp16 K channels L:H:C,...")
+    ap.add_argument("--calib", help="kvquant calibration artifact (.safetensors)")
     a = ap.parse_args(argv)
     prompt = [int(t) for t in a.prompt_ids.split(",") if t.strip()]
+    kvq = None
+    if a.kv != "fp32":
+        kvq = dict(method=a.kv, bits=a.kv_bits, group=a.kv_group, channels=a.kv_channels, calib=a.calib)
     r = generate(a.model, prompt, a.gen_length, a.block_length or a.gen_length, a.steps, cache=a.cache,
                  threshold=a.threshold, factor=a.factor, alg=a.alg, temperature=a.temperature,
                  cfg_scale=a.cfg_scale, eps=a.eps, seed=a.seed, logits_eos_inf=a.logits_eos_inf,
                  confidence_eos_eot_inf=a.confidence_eos_eot_inf,
                  top_p=a.top_p if a.top_p is not None and a.top_p < 1 else None,
-                 top_k=a.top_k if a.top_k else None, alg_temp=a.alg_temp)
+                 top_k=a.top_k if a.top_k else None, alg_temp=a.alg_temp, kv_quant=kvq)
     out = {"tokens": r["tokens"], "nfe": r["nfe"]}
     if a.trace:
         out["trace"] = r["trace"]

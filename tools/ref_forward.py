@@ -31,6 +31,7 @@ So a prefix cache passes K/V of [0, s) and queries [s, L); a dual cache passes K
 all L positions and queries [s, e), whose fresh rows replace the cached ones.
 Cached K is stored post-RoPE (equivalent to Fast-dLLM's pre-RoPE store + re-rotation,
 doc §4.2 / §8.7, since rotation depends only on the absolute position).
+`return_k_prerope=True` also returns the keys before RoPE (KVQuant quantizes those).
 
 CLI:  ref_forward.py -m DIR --ids 1,2,3 [--positions ...]  -> {"logits": [[...], ...]}
 """
@@ -163,11 +164,14 @@ class RefModel:
         return y + b if b is not None else y
 
     # ------------------------------------------------------------------ forward
-    def forward(self, ids, positions=None, past=None, return_kv=False, return_hidden=False):
+    def forward(self, ids, positions=None, past=None, return_kv=False, return_hidden=False,
+                return_k_prerope=False):
         """Raw logits [T, V] float64 for query rows `ids` at `positions` (default arange).
 
         past: optional list (per layer) of (K [Lp,KV,hd] post-RoPE, V [Lp,KV,hd], pos [Lp]).
         return_kv: also return the list of (K_new, V_new) per layer for the query rows.
+        return_k_prerope (with return_kv): the per-layer entries become (K_new, V_new, K_pre),
+            K_pre = the same keys before RoPE (used by tools/ref_kvquant.py for KVQuant).
         """
         ids = np.asarray(ids, dtype=np.int64)
         T = ids.shape[0]
@@ -187,10 +191,11 @@ class RefModel:
             q = self._lin(h, L.wq, L.bq).reshape(T, H, hd)
             k = self._lin(h, L.wk, L.bk).reshape(T, KV, hd)
             v = self._lin(h, L.wv, L.bv).reshape(T, KV, hd)
+            k_pre = k
             q = self.rope(q, positions)
             k = self.rope(k, positions)
             if return_kv:
-                new_kv.append((k.copy(), v.copy()))
+                new_kv.append((k.copy(), v.copy(), k_pre.copy()) if return_k_prerope else (k.copy(), v.copy()))
             if past is not None:
                 pk, pv, ppos = past[li]
                 keep = ~np.isin(np.asarray(ppos), positions)

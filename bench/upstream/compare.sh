@@ -5,13 +5,15 @@
 #
 # Env: PY (python with torch + transformers + einops; default .venv-up/bin/python),
 #      DLLMQ (default build/dllmq), THREADS (2), PROMPT_LEN (128), GEN (128), BLOCK (32), STEPS (128),
-#      MODES (none,prefix,dual), SEED (0), ID_MAX (30000: prompt ids drawn from [0, ID_MAX)).
+#      MODES (none,prefix,dual), SEED (0), ID_MAX (30000: prompt ids drawn from [0, ID_MAX)),
+#      DTYPE (fp32 | bf16: dllmq --dtype and the KV store, upstream torch_dtype).
 # Each run is its own process (model loaded each time; only the generate call is timed).
 set -euo pipefail
 UP=${1:?fast-dllm llada dir}; MODEL=${2:?model dir}; OUT=${3:?out dir}; REPEAT=${4:-3}
 PY=${PY:-.venv-up/bin/python}; DLLMQ=${DLLMQ:-build/dllmq}
 THREADS=${THREADS:-2}; PROMPT_LEN=${PROMPT_LEN:-128}; GEN=${GEN:-128}; BLOCK=${BLOCK:-32}; STEPS=${STEPS:-128}
-MODES=${MODES:-none,prefix,dual}; SEED=${SEED:-0}; ID_MAX=${ID_MAX:-30000}
+MODES=${MODES:-none,prefix,dual}; SEED=${SEED:-0}; ID_MAX=${ID_MAX:-30000}; DTYPE=${DTYPE:-fp32}
+case $DTYPE in fp32) UP_DTYPE=float32 ;; bf16) UP_DTYPE=bfloat16 ;; *) echo "DTYPE: fp32|bf16" >&2; exit 2 ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 
@@ -26,11 +28,11 @@ for r in $(seq 1 "$REPEAT"); do
     echo "$(date -u +%T) rep $r mode $m dllmq    load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/log.txt"
     /usr/bin/time -f "%U %S %e" -o "$OUT/dllmq_${m}_$r.time" \
       "$DLLMQ" generate -m "$MODEL" --prompt-ids "$P" --gen-length "$GEN" --block-length "$BLOCK" \
-      --steps "$STEPS" --cache "$m" --kv fp32 --threads "$THREADS" --json > "$OUT/dllmq_${m}_$r.json"
+      --steps "$STEPS" --cache "$m" --dtype "$DTYPE" --kv "$DTYPE" --threads "$THREADS" --json > "$OUT/dllmq_${m}_$r.json"
     echo "$(date -u +%T) rep $r mode $m upstream load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/log.txt"
     "$PY" "$HERE/run_upstream.py" --fastdllm "$UP" -m "$MODEL" --prompt-ids-file "$OUT/prompt.txt" \
       --gen-length "$GEN" --block-length "$BLOCK" --steps "$STEPS" --modes "$m" --threads "$THREADS" \
-      --json > "$OUT/up_${m}_$r.json"
+      --dtype "$UP_DTYPE" --json > "$OUT/up_${m}_$r.json"
   done
 done
 echo "$(date -u +%T) done load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/log.txt"

@@ -1,6 +1,7 @@
 #include "cache/kv_spec.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "cache/kivi_kv_store.h"
 #include "cache/kvquant_kv_store.h"
 #include "io/calib_artifact.h"
+#include "quant/bitpack.h"
 #include "quant/uniform.h"
 #include "util/error.h"
 
@@ -86,6 +88,9 @@ std::unique_ptr<KvStore> make_kv_store(const KvSpec& s, KvGeometry geo, const Ro
   if (s.method == "fp32") return std::make_unique<DenseKvStore>(geo, DType::kF32, rope);
   if (s.method == "fp16") return std::make_unique<DenseKvStore>(geo, DType::kF16, rope);
   if (s.method == "bf16") return std::make_unique<DenseKvStore>(geo, DType::kBF16, rope);
+  // Resolve the dequantization ISA here, outside any parallel region: a bad DLLMQ_QUANT_ISA is an
+  // error a user must see, not an exception escaping an OpenMP worker.
+  (void)quant_isa();
   CalibArtifact art;
   if (!s.calib.empty()) {
     art = load_calib_artifact(s.calib);
@@ -114,6 +119,12 @@ std::unique_ptr<KvStore> make_kv_store(const KvSpec& s, KvGeometry geo, const Ro
              art.bits_v);
       kc.bits_k = art.bits_k;
       kc.bits_v = art.bits_v;
+      // The channels were chosen for the artifact's KIVI group; it travels with them.
+      if (auto it = art.extra.find("kv_group"); it != art.extra.end()) {
+        kc.group = std::atoi(it->second.c_str());
+        if (kc.group < 1 || kc.group > 4096)
+          fail("--calib {}: metadata kv_group '{}' outside 1..4096", s.calib, it->second);
+      }
       kc.fp16_channels.assign(geo.n_layers, std::vector<std::vector<int>>(geo.n_kv_heads));
       for (int l = 0; l < geo.n_layers; ++l)
         for (int flat : art.layers[l].k_fp16_channels)

@@ -23,25 +23,28 @@ KvQuantCalibrator::KvQuantCalibrator(const ModelConfig& cfg, KvQuantCalibOptions
 }
 
 void KvQuantCalibrator::on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) {
-  Layer& L = layers_[layer];
   check_finite(k_pre, size_t(n) * kvd_, kvd_, layer, pos0, "K");
   check_finite(v, size_t(n) * kvd_, kvd_, layer, pos0, "V");
+  for (int i = 0; i < n; ++i)
+    add_row(layer, pos0 + i, k_pre + size_t(i) * kvd_, v + size_t(i) * kvd_);
+}
+
+void KvQuantCalibrator::add_row(int layer, int pos, const float* k_pre, const float* v) {
+  if (pos < opt_.sink) return;  // the store keeps the sink at fp16
+  Layer& L = layers_[layer];
   const size_t R = size_t(opt_.reservoir_rows);
-  for (int i = 0; i < n; ++i) {
-    if (pos0 + i < opt_.sink) continue;  // the store keeps the sink at fp16
-    size_t slot;
-    if (size_t(L.seen) < R) {
-      slot = size_t(L.seen);
-      L.k.resize((slot + 1) * kvd_);
-      L.v.resize((slot + 1) * kvd_);
-    } else {
-      slot = size_t(L.rng() % uint64_t(L.seen + 1));
-    }
-    ++L.seen;
-    if (slot >= R) continue;
-    std::copy_n(k_pre + size_t(i) * kvd_, kvd_, L.k.begin() + slot * kvd_);
-    std::copy_n(v + size_t(i) * kvd_, kvd_, L.v.begin() + slot * kvd_);
+  size_t slot;
+  if (size_t(L.seen) < R) {
+    slot = size_t(L.seen);
+    L.k.resize((slot + 1) * kvd_);
+    L.v.resize((slot + 1) * kvd_);
+  } else {
+    slot = size_t(L.rng() % uint64_t(L.seen + 1));
   }
+  ++L.seen;
+  if (slot >= R) return;
+  std::copy_n(k_pre, kvd_, L.k.begin() + slot * kvd_);
+  std::copy_n(v, kvd_, L.v.begin() + slot * kvd_);
 }
 
 CalibArtifact KvQuantCalibrator::finish() const {

@@ -31,7 +31,11 @@ class KvQuantCalibrator final : public LayerObserver {
   KvQuantCalibrator(const ModelConfig& cfg, KvQuantCalibOptions opt);
 
   void on_layer(int, int, int, const float*, const float*, const float*) override {}
+  // `ar`: every fresh row of a full forward is one observation.
   void on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) override;
+  // One observed row (pre-RoPE K and V, kv_dim each) at canvas position `pos` (TRACE feeds the
+  // rows each step read). Rows below the sink are skipped.
+  void add_row(int layer, int pos, const float* k_pre, const float* v);
 
   // Rows observed in layer 0 (tokens calibrated on).
   int64_t rows_seen() const { return layers_.empty() ? 0 : layers_[0].seen; }

@@ -1,6 +1,11 @@
 // dllmq bench: end-to-end generate for each cache mode on one model, side by side in one run.
 // Reports tokens/s, NFE and model FLOPs per mode, and the speedup of each cached mode over
-// `none` against its FLOP-count ratio (efficiency = speedup / FLOP ratio).
+// `none` against its FLOP-count ratio (efficiency = speedup / FLOP ratio), and a roofline table
+// per phase (projections, attention, LM head, sampling): wall and CPU seconds, cores busy,
+// achieved GFLOP/s and GB/s against the GEMM backend's and the memory's ceilings measured in the
+// same run.
+#include <time.h>
+
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -12,11 +17,81 @@
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
 #include "decode/generate.h"
+#include "ops/gemm.h"
+#include "ops/gemm_peak.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
 
 namespace {
+
+double process_cpu_s() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+struct Peaks {
+  double gemm_large = 0.0;  // GFLOP/s of the projection path at [512, d] x [d, d]^T
+  double gemm_small = 0.0;  // ... at [32, d] x [d, d]^T (the dual-cache step's rows)
+  double read_gbps = 0.0;
+};
+
+Peaks measure_peaks(const Model& m) {
+  const ModelConfig& c = m.config();
+  const DType wd = m.weights().lm_head.w->dtype;
+  Peaks p;
+  p.gemm_large = measure_linear_gflops(512, c.d_model, c.d_model, wd, m.compute_dtype());
+  p.gemm_small = measure_linear_gflops(32, c.d_model, c.d_model, wd, m.compute_dtype());
+  p.read_gbps = measure_read_gbps();
+  return p;
+}
+
+std::string describe_backend() {
+  const GemmInfo& g = gemm_info();
+  return fmt::format("{} (kernels {}, CPU {}{}), {} threads, bf16 products {}; {}", g.name, g.isa,
+                     g.cpu_isa, g.generic ? ", GENERIC" : "", gemm_threads(),
+                     g.bf16_native ? "native" : "widened to f32", g.why);
+}
+
+// One row of the roofline table: against the large-M GEMM peak and the read bandwidth.
+nlohmann::json phase_row(const char* name, const PhaseStat& s, const Peaks& pk) {
+  const double gf = s.wall_s > 0 ? s.flops * 1e-9 / s.wall_s : 0.0;
+  const double gb = s.wall_s > 0 ? s.bytes * 1e-9 / s.wall_s : 0.0;
+  fmt::print(stderr,
+             "    {:<11} {:>8.3f} {:>8.3f} {:>6.2f} {:>9.1f} {:>8.1f} {:>6.0f}% {:>8.2f} {:>7.1f} "
+             "{:>6.0f}%\n",
+             name, s.wall_s, s.cpu_s, s.wall_s > 0 ? s.cpu_s / s.wall_s : 0.0, s.flops * 1e-9, gf,
+             100.0 * gf / pk.gemm_large, s.bytes * 1e-9, gb, 100.0 * gb / pk.read_gbps);
+  return {{"phase", name},           {"wall_s", s.wall_s}, {"cpu_s", s.cpu_s},
+          {"gflop", s.flops * 1e-9}, {"gflop_per_s", gf},  {"gb", s.bytes * 1e-9},
+          {"gb_per_s", gb}};
+}
+
+nlohmann::json roofline(const ForwardProfile& pf, double total_wall, double total_cpu, size_t vocab,
+                        const Peaks& pk) {
+  fmt::print(stderr, "    {:<11} {:>8} {:>8} {:>6} {:>9} {:>8} {:>7} {:>8} {:>7} {:>7}\n", "phase",
+             "wall s", "CPU s", "cores", "GFLOP", "GFLOP/s", "%gemm", "GB", "GB/s", "%BW");
+  // Sampling: everything of the generate call outside the forwards (softmax / confidence /
+  // ranking over the logits rows, bookkeeping); it must read every logits row once.
+  PhaseStat sampling;
+  sampling.wall_s = std::max(0.0, total_wall - pf.wall_s());
+  sampling.cpu_s = std::max(0.0, total_cpu - pf.cpu_s());
+  sampling.bytes = 4.0 * double(pf.logit_rows) * double(vocab);
+  PhaseStat all;
+  all.wall_s = total_wall;
+  all.cpu_s = total_cpu;
+  all.flops = pf.proj.flops + pf.attn.flops + pf.head.flops;
+  all.bytes = pf.proj.bytes + pf.attn.bytes + pf.head.bytes + sampling.bytes;
+  nlohmann::json rows = nlohmann::json::array();
+  rows.push_back(phase_row("projections", pf.proj, pk));
+  rows.push_back(phase_row("attention", pf.attn, pk));
+  rows.push_back(phase_row("lm_head", pf.head, pk));
+  rows.push_back(phase_row("sampling", sampling, pk));
+  rows.push_back(phase_row("other", pf.other, pk));
+  rows.push_back(phase_row("total", all, pk));
+  return rows;
+}
 
 struct BenchArgs {
   std::string model;
@@ -31,6 +106,7 @@ void run_bench(const BenchArgs& a) {
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
   auto model = Model::load(dir);
+  apply_compute_flags(a.gen, *model);
   const ModelConfig& cfg = model->config();
   if (a.prompt_length <= 0) fail("--prompt-length must be positive, got {}", a.prompt_length);
   if (a.repeat <= 0) fail("--repeat must be positive, got {}", a.repeat);
@@ -50,15 +126,31 @@ void run_bench(const BenchArgs& a) {
   nlohmann::json rows = nlohmann::json::array();
   double base_time = 0.0, base_flops = 0.0;
   const GenerateOptions base = resolve_generate_flags(a.gen, dir);  // reads generation_config once
-  fmt::print(stderr, "dllmq bench: {} | prompt {} | {}\n", dir, a.prompt_length,
-             describe(base, cfg));
+  fmt::print(stderr, "dllmq bench: {} | prompt {} | dtype {} | {}\n", dir, a.prompt_length,
+             compute_dtype_name(model->compute_dtype()), describe(base, cfg));
+  fmt::print(stderr, "  gemm: {}\n", describe_backend());
+  const Peaks pk = measure_peaks(*model);
+  fmt::print(stderr,
+             "  measured peaks: projection GEMM {:.1f} GFLOP/s at 512x{}x{}, {:.1f} at 32x{}x{}; "
+             "memory read {:.1f} GB/s\n",
+             pk.gemm_large, cfg.d_model, cfg.d_model, pk.gemm_small, cfg.d_model, cfg.d_model,
+             pk.read_gbps);
   for (const std::string& mode : modes) {
     GenerateOptions opt = base;
     opt.cache = parse_cache_mode(mode);
     GenerateResult best;
+    ForwardProfile best_pf;
+    double best_cpu = 0.0;
     for (int r = 0; r < a.repeat; ++r) {
+      model->reset_profile();
+      const double cpu0 = process_cpu_s();
       GenerateResult res = generate(*model, prompt, opt);
-      if (r == 0 || res.time_s < best.time_s) best = res;
+      const double cpu = process_cpu_s() - cpu0;
+      if (r == 0 || res.time_s < best.time_s) {
+        best = res;
+        best_pf = model->profile();
+        best_cpu = cpu;
+      }
     }
     if (mode == "none" || base_time == 0.0) {
       base_time = best.time_s;
@@ -78,8 +170,9 @@ void run_bench(const BenchArgs& a) {
                           {"kv_bytes_fp16", best.kv_bytes_fp16},
                           {"kv_store", best.kv_store},
                           {"kv_bits_effective_k", best.kv_bits_effective_k()},
-                          {"kv_bits_effective_v", best.kv_bits_effective_v()}};
-    rows.push_back(row);
+                          {"kv_bits_effective_v", best.kv_bits_effective_v()},
+                          {"cpu_s", best_cpu},
+                          {"cores_busy", best_cpu / best.time_s}};
     fmt::print(stderr,
                "  {:<7} NFE {:>4}  {:>8.2f} s  {:>8.2f} tok/s  {:>9.1f} GFLOP  {:>7.1f} GFLOP/s  "
                "speedup {:>5.2f}x  "
@@ -88,9 +181,22 @@ void run_bench(const BenchArgs& a) {
                best.flops * 1e-9 / best.time_s, speedup, flop_ratio, 100.0 * speedup / flop_ratio,
                best.kv_store, best.kv_bytes, best.kv_bits_effective_k(),
                best.kv_bits_effective_v());
+    row["phases"] = roofline(best_pf, best.time_s, best_cpu, size_t(cfg.vocab_size), pk);
+    rows.push_back(row);
   }
+  const GemmInfo& gi = gemm_info();
   nlohmann::json out = {{"model", dir},
                         {"prompt_length", a.prompt_length},
+                        {"dtype", compute_dtype_name(model->compute_dtype())},
+                        {"gemm_backend", gi.name},
+                        {"gemm_isa", gi.isa},
+                        {"cpu_isa", gi.cpu_isa},
+                        {"gemm_generic", gi.generic},
+                        {"bf16_native", gi.bf16_native},
+                        {"threads", gemm_threads()},
+                        {"peak_gemm_gflops_512", pk.gemm_large},
+                        {"peak_gemm_gflops_32", pk.gemm_small},
+                        {"peak_read_gbps", pk.read_gbps},
                         {"modes", rows},
                         {"peak_rss_bytes", peak_rss_bytes()}};
   fmt::print(stderr, "  peak RSS {:.1f} MiB\n", peak_rss_bytes() / 1048576.0);

@@ -1,14 +1,22 @@
 // dllmq calibrate: builds a calibration artifact for a quantized KV store from prompt/answer
-// pairs. Today: KVQuant's own calibration (--method kvquant --trajectory ar, one full forward
-// over prompt+answer with every token revealed). TRACE trajectories and dLLM-KVQ channel
-// selection are the next step (METHODS.md §3-4) and are refused with a message until then.
+// pairs (METHODS.md §2-4):
+//   --trajectory ar      one full forward over the pair, every token revealed (KVQuant's own);
+//                        for dllm-kvq followed by one dual-cache step per answer block
+//   --trajectory trace   teacher-forced reveal replay through the real block driver and cache
+//                        policy (ranked by the reference token's probability, --rank)
+//   --trajectory random  the same schedule with a uniformly random reveal order
+//   --method kvquant     thresholds and codebooks from the rows the steps read
+//   --method dllm-kvq    channel scores, layer sensitivities, budget split, fp16 K channels
 #include <chrono>
 #include <cmath>
 
 #include <fmt/core.h>
 
+#include "cache/dense_kv_store.h"
 #include "calib/kvquant_calibrator.h"
 #include "calib/pairs.h"
+#include "calib/trace_calibrator.h"
+#include "decode/teacher.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
@@ -35,17 +43,160 @@ struct CalibArgs {
   std::string system;
   std::string out;
   int threads = 0;
+  GenerateFlags gen;  // the decoding configuration TRACE replays (cache, lengths, schedule)
+  std::string rank = "reference";
+  double budget = 0.05, budget_floor = 0.25, budget_cap = 4.0;
+  bool no_sensitivity = false;
 };
 
+// dLLM-KVQ under `ar`: one full forward over prompt + target writes every row, then one
+// dual-cache step per answer block reads the rest as held (every token revealed).
+void ar_states(Model& m, const std::vector<int32_t>& ids, int P, int block, TraceCalibrator& tc) {
+  const ModelConfig& cfg = m.config();
+  const int N = int(ids.size());
+  DenseKvStore store({cfg.n_layers, cfg.n_kv_heads, cfg.head_dim}, DType::kF32, m.rope());
+  store.reset(N);
+  m.reserve_positions(N);
+  ForwardArgs f;
+  f.ids = ids;
+  f.store = &store;
+  f.write = {0, N};
+  f.active = {P, std::min(N, P + block)};
+  f.observer = &tc;
+  m.forward(f, nullptr);
+  std::vector<float> logits;
+  for (int s = P; s < N; s += block) {
+    const int e = std::min(N, s + block);
+    ForwardArgs g;
+    g.ids = std::span<const int32_t>(ids).subspan(s, e - s);
+    g.pos0 = s;
+    g.store = &store;
+    g.cached = {{0, s}, {e, N}};
+    g.active = {s, e};
+    g.logits = {std::max(s - cfg.logits_shift, s), e};
+    g.observer = &tc;
+    logits.resize(size_t(g.logits.size()) * cfg.vocab_size);
+    m.forward(g, logits.data());
+    tc.after_forward(m, g, logits.data());
+  }
+}
+
+KvQuantCalibOptions kvq_options(const CalibArgs& a) {
+  KvQuantCalibOptions o;
+  o.bits_k = a.bits_k.value_or(a.bits.value_or(4));
+  o.bits_v = a.bits_v.value_or(a.bits.value_or(4));
+  o.outlier_percent = a.outlier_percent;
+  o.sink = a.sink;
+  o.reservoir_rows = a.reservoir_rows;
+  o.seed = a.seed;
+  return o;
+}
+
+void fill_provenance(CalibArtifact& art, const CalibArgs& a, const Model& m, size_t n_pairs,
+                     int64_t tokens, const std::string& data_hash) {
+  const ModelConfig& cfg = m.config();
+  art.model_fingerprint = m.fingerprint();
+  art.n_layers = cfg.n_layers;
+  art.n_kv_heads = cfg.n_kv_heads;
+  art.head_dim = cfg.head_dim;
+  art.n_pairs = int64_t(n_pairs);
+  art.n_tokens = tokens;
+  art.data_hash = data_hash;
+  art.extra["data"] = a.data;
+  art.extra["seed"] = std::to_string(a.seed);
+}
+
+// TRACE / random trajectories (both methods) and dLLM-KVQ under ar.
+void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs,
+               const std::string& data_hash, const std::string& dir) {
+  const ModelConfig& cfg = m.config();
+  GenerateOptions go = resolve_generate_flags(a.gen, dir);
+  if (a.gen.cache == "none" && a.trajectory != "ar")
+    fail("--cache none: TRACE replays a cached decoder; give --cache prefix or dual");
+  TraceCalibOptions o;
+  o.method = a.method;
+  o.kvq = kvq_options(a);
+  o.bits_k = a.bits_k.value_or(a.bits.value_or(2));
+  o.bits_v = a.bits_v.value_or(a.bits.value_or(2));
+  o.group = a.gen.kv_group;
+  o.budget = a.budget;
+  o.floor = a.budget_floor;
+  o.cap = a.budget_cap;
+  o.threshold = go.threshold;
+  o.sensitivity = !a.no_sensitivity;
+  TraceCalibrator tc(cfg, m.rope(), o);
+  const TeacherRank rank =
+      a.trajectory == "random" ? TeacherRank::kRandom : parse_teacher_rank(a.rank);
+  fmt::print(stderr,
+             "dllmq calibrate: {} | {} {} (rank {}) | {} | {} pairs from {}\n", dir, a.method,
+             a.trajectory, teacher_rank_name(rank), describe(go, cfg), pairs.size(), a.data);
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t tokens = 0, off_target = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const CalibPair& p = pairs[i];
+    const auto target = teacher_target(p.answer, go.gen_length, cfg.eos_id);
+    const int P = int(p.prompt.size()), N = P + go.gen_length;
+    if (cfg.max_seq > 0 && N > cfg.max_seq)
+      fail("{}: pair {}: prompt {} + gen length {} exceeds the model's {} positions", a.data,
+           i + 1, P, go.gen_length, cfg.max_seq);
+    tc.begin_pair(N, P, target);
+    if (a.trajectory == "ar") {
+      std::vector<int32_t> ids = p.prompt;
+      ids.insert(ids.end(), target.begin(), target.end());
+      ar_states(m, ids, P, go.block_length, tc);
+    } else {
+      GenerateOptions g = go;
+      g.kv = KvSpec{};  // the exact store: the trajectory the decoder itself would follow
+      g.teacher = TeacherForcing{target, rank};
+      g.observer = &tc;
+      g.probe = &tc;
+      g.seed = a.seed + i;
+      const GenerateResult r = generate(m, p.prompt, g);
+      off_target += r.tokens != target;
+    }
+    tokens += N;
+    if ((i + 1) % 16 == 0 || i + 1 == pairs.size())
+      fmt::print(stderr, "  {} / {} pairs, {:.1f} s\n", i + 1, pairs.size(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (off_target > 0)
+    fail("calibrate: {} of {} trajectories did not end in the reference answer (a schedule that "
+         "leaves masks, e.g. Dream block mode with one step per block)",
+         off_target, pairs.size());
+  CalibArtifact art = tc.finish();
+  const double total_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  art.trajectory = a.trajectory;
+  fill_provenance(art, a, m, pairs.size(), tokens, data_hash);
+  art.extra["cache"] = cache_mode_name(go.cache);
+  art.extra["gen_length"] = std::to_string(go.gen_length);
+  art.extra["block_length"] = std::to_string(go.block_length);
+  art.extra["schedule"] = go.threshold ? fmt::format("threshold {}", *go.threshold)
+                                       : fmt::format("steps {}", go.steps);
+  art.extra["rank"] = teacher_rank_name(rank);
+  art.extra["rows_observed"] = std::to_string(tc.rows_observed());
+  if (a.method == "kvquant") art.extra["reservoir_rows"] = std::to_string(a.reservoir_rows);
+  save_calib_artifact(art, a.out);
+  if (a.method == "dllm-kvq") {
+    fmt::print(stderr, "  layer  mean KL   changed   fp16 channels\n");
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      const auto& s = tc.sensitivity()[l];
+      fmt::print(stderr, "  {:>5}  {:.3e}  {:>4}/{:<4}  {}\n", l, s.mean_kl(), s.changed, s.steps,
+                 art.layers[l].k_fp16_channels.size());
+    }
+  }
+  fmt::print(stderr,
+             "dllmq calibrate: {} pairs ({} canvas tokens, {} rows read per layer) in {:.2f} s "
+             "({:.1f} ms per pair), peak RSS {:.1f} MiB -> {}\n",
+             pairs.size(), tokens, tc.rows_observed(), total_s,
+             1e3 * total_s / double(pairs.size()), peak_rss_bytes() / 1048576.0, a.out);
+}
+
 void run(const CalibArgs& a) {
-  if (a.method != "kvquant")
-    fail("--method {}: only kvquant is calibrated so far (dllm-kvq channel selection comes with "
-         "TRACE); give the dllm-kvq channels with --kv-channels meanwhile",
-         a.method);
-  if (a.trajectory != "ar")
-    fail("--trajectory {}: only ar (KVQuant's full forward) is built so far; trace and random "
-         "come with TRACE",
-         a.trajectory);
+  if (a.method != "kvquant" && a.method != "dllm-kvq")
+    fail("--method {}: expected kvquant or dllm-kvq", a.method);
+  if (a.trajectory != "ar" && a.trajectory != "trace" && a.trajectory != "random")
+    fail("--trajectory {}: expected ar, trace or random", a.trajectory);
   if (a.out.empty()) fail("--out FILE is required");
   apply_threads(a.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
@@ -64,13 +215,11 @@ void run(const CalibArgs& a) {
   std::string data_hash;
   const auto pairs = read_calib_pairs(a.data, tok, cfg.vocab_size, a.limit, &data_hash);
 
-  KvQuantCalibOptions o;
-  o.bits_k = a.bits_k.value_or(a.bits.value_or(4));
-  o.bits_v = a.bits_v.value_or(a.bits.value_or(4));
-  o.outlier_percent = a.outlier_percent;
-  o.sink = a.sink;
-  o.reservoir_rows = a.reservoir_rows;
-  o.seed = a.seed;
+  if (a.method == "dllm-kvq" || a.trajectory != "ar") {
+    run_trace(a, *model, pairs, data_hash, dir);
+    return;
+  }
+  const KvQuantCalibOptions o = kvq_options(a);
   KvQuantCalibrator cal(cfg, o);
   fmt::print(stderr, "dllmq calibrate: {} | kvquant ar | K {} / V {} bits | {} pairs from {}\n",
              dir, o.bits_k, o.bits_v, pairs.size(), a.data);
@@ -94,17 +243,9 @@ void run(const CalibArgs& a) {
   CalibArtifact art = cal.finish();
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  art.model_fingerprint = model->fingerprint();
-  art.n_layers = cfg.n_layers;
-  art.n_kv_heads = cfg.n_kv_heads;
-  art.head_dim = cfg.head_dim;
-  art.n_pairs = int64_t(pairs.size());
-  art.n_tokens = tokens;
-  art.data_hash = data_hash;
-  art.extra["data"] = a.data;
+  fill_provenance(art, a, *model, pairs.size(), tokens, data_hash);
   art.extra["reservoir_rows"] = std::to_string(a.reservoir_rows);
   art.extra["rows_observed"] = std::to_string(cal.rows_seen());
-  art.extra["seed"] = std::to_string(a.seed);
   save_calib_artifact(art, a.out);
   fmt::print(stderr,
              "dllmq calibrate: {} tokens ({} rows past the sink per layer) in {:.2f} s (forwards "
@@ -123,14 +264,27 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--data", a->data,
                   "JSONL pairs: {\"prompt\", \"answer\"} text or {\"prompt_ids\", \"answer_ids\"}")
       ->required();
-  cmd->add_option("--method", a->method, "kvquant (dllm-kvq comes with TRACE)")
-      ->capture_default_str();
+  cmd->add_option("--method", a->method, "kvquant | dllm-kvq")->capture_default_str();
   cmd->add_option("--trajectory", a->trajectory,
-                  "ar: one full forward over prompt+answer (KVQuant's own)")
+                  "ar: full forward, every token revealed (KVQuant's own) | trace: "
+                  "teacher-forced reveal replay through the decoder | random: same schedule, "
+                  "random reveal order")
       ->capture_default_str();
-  cmd->add_option("--kv-bits", a->bits, "codebook bits for K and V: 2, 3, 4 or 8 (default 4)");
-  cmd->add_option("--kv-bits-k", a->bits_k, "codebook bits for K only");
-  cmd->add_option("--kv-bits-v", a->bits_v, "codebook bits for V only");
+  cmd->add_option("--rank", a->rank,
+                  "trace: rank masked positions by the reference token's probability "
+                  "(reference) or the model's max probability (confidence)")
+      ->capture_default_str();
+  cmd->add_option("--budget", a->budget, "dllm-kvq: share of all K channels kept at fp16")
+      ->capture_default_str();
+  cmd->add_option("--budget-floor", a->budget_floor,
+                  "dllm-kvq: least per-layer share, x the uniform share")
+      ->capture_default_str();
+  cmd->add_option("--budget-cap", a->budget_cap,
+                  "dllm-kvq: largest per-layer share, x the uniform share")
+      ->capture_default_str();
+  cmd->add_flag("--no-sensitivity", a->no_sensitivity,
+                "dllm-kvq: skip the output-level pass (uniform layer shares)");
+  add_generate_flags(cmd, a->gen);
   cmd->add_option("--outlier-percent", a->outlier_percent,
                   "share of K/V values kept as sparse fp16 outliers (percentiles p/2, 100-p/2)")
       ->capture_default_str();
@@ -140,13 +294,26 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--reservoir-rows", a->reservoir_rows,
                   "token rows kept per layer for the statistics (bounded memory; exact below)")
       ->capture_default_str();
-  cmd->add_option("--seed", a->seed, "reservoir sampling seed")->capture_default_str();
+
   cmd->add_flag("--chat", a->chat, "apply the model's chat template to text prompts");
   cmd->add_option("--system", a->system, "system message for --chat");
   cmd->add_option("--out", a->out, "artifact path (written to a temporary file and renamed)")
       ->required();
-  cmd->add_option("--threads", a->threads, "OpenMP threads (0 = all cores)")->capture_default_str();
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a] {
+    a->seed = a->gen.seed;
+    a->threads = a->gen.threads;
+    // --kv-bits* name the bits to calibrate for, not the replay's store (which stays exact).
+    a->bits = a->gen.kv_bits;
+    a->bits_k = a->gen.kv_bits_k;
+    a->bits_v = a->gen.kv_bits_v;
+    a->gen.kv_bits.reset();
+    a->gen.kv_bits_k.reset();
+    a->gen.kv_bits_v.reset();
+    if (!a->gen.kv.empty() || !a->gen.calib.empty() || !a->gen.kv_channels.empty())
+      fail("calibrate replays decoding with the exact fp32 store; --kv, --calib and "
+           "--kv-channels do not apply");
+    run(*a);
+  });
 }
 
 }  // namespace dllmq::cli

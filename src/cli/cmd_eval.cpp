@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -40,10 +41,12 @@ std::string default_python() {
 }
 
 struct Args {
-  std::string task, data, responses, subset, train, details, python = default_python(), math_equiv;
+  std::string task, data, responses, subset, train, details, python = default_python(), math_equiv,
+      eval_python;
   bool chat = false, json = false, no_stop = false, no_sympy = false;
   int workers = 2;
-  double timeout = 10.0;
+  double timeout = 3.0;  // HF code_eval's (lm-eval's) timeout per program
+  double math_phase_timeout = 60.0;
   size_t mem_mb = 4096;
   // generation runs
   std::string model, out, shard = "0/1", system, fake_responses, show_prompt;
@@ -140,6 +143,8 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
   } else {
     apply_threads(a.gen.threads);
     model = Model::load(a.model);
+    apply_compute_flags(a.gen, *model);
+    if (a.gen.dtype != "fp32") ro.config["dtype"] = a.gen.dtype;  // fp32 runs keep their config
     codec = std::make_unique<TextCodec>(*model);
     const GenerateOptions opt = resolve_generate_flags(a.gen, a.model);
     ro.config["model"] = a.model;
@@ -173,6 +178,42 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
   }
   const nlohmann::json summary = run_eval(task, gen, ro, env);
   print_summary(summary, a.json);
+}
+
+// The MATH scorer's interpreter: --eval-python, else $DLLMQ_EVAL_PYTHON, else the project's
+// .venv-eval (made by scripts/setup.sh) found beside the binary or in the source tree.
+std::string eval_python(const Args& a) {
+  if (!a.eval_python.empty()) return a.eval_python;
+  if (const char* e = std::getenv("DLLMQ_EVAL_PYTHON"); e && *e) return e;
+  return repo_path(".venv-eval/bin/python");
+}
+
+// Starts the MATH helper (lm-eval's sympy exact_match and math_verify) for this run, or says
+// loudly why those metrics will be null.
+void setup_math_scorer(const Args& a, ScoreEnv& env) {
+  if (a.no_sympy) {
+    env.math_off = "--no-sympy given";
+    return;
+  }
+  const std::string py = eval_python(a);
+  std::string why;
+  if (py.empty()) {
+    why = "no Python environment for MATH scoring (.venv-eval/ not found beside the binary or in " +
+          std::string(DLLMQ_SOURCE_DIR) + ")";
+  } else {
+    std::string script = a.math_equiv;
+    if (script.empty() && !std::getenv("DLLMQ_MATH_EQUIV")) script = repo_path("tools/eval/math_equiv.py");
+    if (script.empty()) script = default_math_equiv_helper();
+    auto helper = std::make_shared<MathHelper>(py, script, a.workers);
+    helper->phase_timeout_s = a.math_phase_timeout;
+    if (helper->ready(&why)) {
+      env.math = std::move(helper);
+      return;
+    }
+  }
+  env.math_off = why + "; " + kMathEnvHint;
+  fmt::print(stderr, "dllmq eval: WARNING: MATH exact_match and math_verify will not be computed: {}\n",
+             env.math_off);
 }
 
 // `--task synth` is the embedded model's own task: its test set, the embedded model and its chat
@@ -220,14 +261,12 @@ void run(const Args& args) {
   std::unique_ptr<Sandbox> sandbox;
   ScoreEnv env;
   env.workers = a.workers;
-  env.python = a.python;
   if (is_code_task(a.task)) {
     sandbox = std::make_unique<Sandbox>(sandbox_options(a));
     env.sandbox = sandbox.get();
     if (!a.json) fmt::print(stderr, "dllmq eval: sandbox isolation {}\n", sandbox->isolation());
   }
-  if (a.task == "math" && !a.no_sympy)
-    env.math_equiv_helper = a.math_equiv.empty() ? default_math_equiv_helper() : a.math_equiv;
+  if (a.task == "math") setup_math_scorer(a, env);
   if (score)
     score_only(a, *task, env);
   else
@@ -256,14 +295,21 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--details", a->details, "score only: write per-sample results as JSONL");
   cmd->add_flag("--no-stop", a->no_stop, "do not cut responses at the task's stop strings");
   cmd->add_option("--workers", a->workers,
-                  "parallel sandboxed programs / sympy helpers (default 2)");
-  cmd->add_option("--timeout", a->timeout, "wall-clock seconds per program (default 10)");
+                  "parallel sandboxed programs / MATH helper processes (default 2)");
+  cmd->add_option("--timeout", a->timeout,
+                  "seconds per program, as HF code_eval's timeout (default 3, lm-eval's)");
   cmd->add_option("--mem-mb", a->mem_mb, "address-space limit per program in MiB (default 4096)");
   cmd->add_option("--python", a->python,
-                  "python3 for programs and the sympy helper (default /usr/bin/python3)");
+                  "python3 that runs code samples in the sandbox (default /usr/bin/python3)");
+  cmd->add_option("--eval-python", a->eval_python,
+                  "math: Python with sympy, antlr4 4.11, math-verify (default $DLLMQ_EVAL_PYTHON, "
+                  "else .venv-eval/bin/python of the project)");
   cmd->add_flag("--no-sympy", a->no_sympy,
-                "math: skip the sympy equivalence (exact_match_sympy = null)");
+                "math: skip lm-eval's exact_match and math_verify (null); string_equiv only");
   cmd->add_option("--math-equiv", a->math_equiv, "math: path of tools/eval/math_equiv.py");
+  cmd->add_option("--math-phase-timeout", a->math_phase_timeout,
+                  "math: seconds before a helper that does not answer is killed (default 60)")
+      ->group("");
   cmd->add_option("-m,--model", a->model, "generate with this model directory");
   cmd->add_option("--out", a->out, "run directory (samples JSONL, config, summary)");
   cmd->add_option("--limit", a->limit, "only the first N documents");

@@ -19,6 +19,7 @@ namespace {
 
 struct Args {
   std::string model, prompt, prompt_ids, system;
+  std::string teacher_ids, teacher_rank = "reference";
   bool chat = false, show_steps = false, json = false;
   GenerateFlags gen;
 };
@@ -48,6 +49,7 @@ void run(const Args& a) {
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
   auto model = Model::load(dir);
+  apply_compute_flags(a.gen, *model);
   const ModelConfig& cfg = model->config();
   TextCodec codec(*model);
   if (a.prompt.empty() == a.prompt_ids.empty())
@@ -56,6 +58,15 @@ void run(const Args& a) {
                                                      : parse_id_list(a.prompt_ids, "--prompt-ids");
   GenerateOptions opt = resolve_generate_flags(a.gen, dir);
   opt.eot_id = codec.eot_id();
+  if (!a.teacher_ids.empty()) {
+    // TRACE's trajectory (METHODS.md §3), for inspection and tests: reveal the reference ids.
+    const auto ref = parse_id_list(a.teacher_ids, "--teacher-ids");
+    for (int32_t t : ref)
+      if (t < 0 || t >= cfg.vocab_size)
+        fail("--teacher-ids: id {} outside the vocabulary [0, {})", t, cfg.vocab_size);
+    opt.teacher = TeacherForcing{teacher_target(ref, opt.gen_length, cfg.eos_id),
+                                 parse_teacher_rank(a.teacher_rank)};
+  }
   fmt::print(stderr, "dllmq: model {} | prompt {} tokens | {}\n", dir, prompt.size(),
              describe(opt, cfg));
 
@@ -149,6 +160,13 @@ void register_generate(CLI::App& app) {
   cmd->add_flag("--show-steps", a->show_steps,
                 "redraw the canvas on stderr as tokens are revealed");
   cmd->add_flag("--json", a->json, "print one JSON object");
+  cmd->add_option("--teacher-ids", a->teacher_ids,
+                  "TRACE trajectory: reveal these reference ids (padded with EOS to the gen "
+                  "length) in the order the schedule and --teacher-rank choose");
+  cmd->add_option("--teacher-rank", a->teacher_rank,
+                  "with --teacher-ids: reference (probability of the reference token), "
+                  "confidence (max probability) or random")
+      ->capture_default_str();
   add_generate_flags(cmd, a->gen);
   cmd->callback([a] { run(*a); });
 }

@@ -28,8 +28,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plot_helper.h"
 #include "eval/data.h"
-#include "eval/png_plot.h"
 #include "eval/run.h"
 #include "util/error.h"
 
@@ -183,19 +183,25 @@ std::string grid_csv(const std::vector<RunRow>& rows, const std::vector<std::str
 }
 
 // Per grid point: the mean of each task's headline metric (the paper's "average" column), and
-// the plot of it against effective bits. Returns the markdown rows and the plot legend.
-std::pair<std::string, std::string> averages_and_plot(const std::vector<RunRow>& rows,
-                                                      size_t n_points, size_t n_tasks,
-                                                      const std::string& png_path) {
-  std::string md, legend;
-  std::vector<eval::PlotPoint> pts;
+// the plot of it against effective bits (drawn with matplotlib, tools/plot/scatter.py): one
+// colour per value of the "kv" axis (else per point), one marker per value of the "cache" axis.
+std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, size_t n_tasks,
+                              const std::vector<std::string>& axes, const std::string& png_path) {
+  std::string md;
+  nlohmann::json pts = nlohmann::json::array();
+  const auto axis = [&](const char* name) {
+    return int(std::find(axes.begin(), axes.end(), name) - axes.begin());
+  };
+  const int kv_axis = axis("kv"), cache_axis = axis("cache");
   for (size_t p = 0; p < n_points; ++p) {
-    std::string name;
+    std::string name, series, marker;
     double head = 0, tps = 0, nfe = 0, bits = 0;
     size_t n = 0, ok = 0, with_bits = 0;
     for (const auto& r : rows) {
       if (r.point != p) continue;
       name = r.label;
+      series = kv_axis < int(r.values.size()) ? value_text(r.values[kv_axis]) : r.label;
+      marker = cache_axis < int(r.values.size()) ? "cache " + value_text(r.values[cache_axis]) : "";
       if (!r.ok || !r.headline()) continue;
       ++ok, n += r.n, head += *r.headline(), tps += r.tokens_per_s.value_or(0),
           nfe += r.mean_nfe.value_or(0);
@@ -212,13 +218,69 @@ std::pair<std::string, std::string> averages_and_plot(const std::vector<RunRow>&
                       tps, nfe);
     // Runs without a recorded fp16 KV size are drawn hollow at 16 bits (dense store, assumed).
     const bool known = with_bits == ok;
-    pts.push_back({known ? bits / ok : 16.0, head, static_cast<int>(p), !known});
-    const auto& pal = eval::plot_palette(static_cast<int>(p));
-    legend +=
-        fmt::format("- {} {} ({}): {}\n", known ? "filled" : "hollow", pal.name, pal.marker, name);
+    pts.push_back({{"x", known ? bits / ok : 16.0},
+                   {"y", head},
+                   {"label", name},
+                   {"series", series},
+                   {"marker", marker},
+                   {"hollow", !known}});
   }
-  eval::write_png(png_path, eval::scatter_plot(pts).image);
-  return {md, legend};
+  if (!pts.empty()) {
+    try {
+      draw_with_matplotlib("scatter.py",
+                           {{"title", "Mean headline metric over tasks vs effective KV bits"},
+                            {"xlabel", "effective bits per cached K/V element (all overheads)"},
+                            {"ylabel", "mean headline metric"},
+                            {"points", pts}},
+                           png_path);
+    } catch (const Error& e) {
+      fmt::print(stderr, "grid: no plot: {}\n", e.what());
+    }
+  }
+  return md;
+}
+
+// Calibration artifacts the grid needs ("calibrate": [{"out": FILE, "args": [...]}, ...]),
+// made with `dllmq calibrate ARGS --out FILE` unless FILE already exists.
+void run_calibrations(const nlohmann::json& cfg, const std::string& cfg_path, bool dry_run) {
+  if (!cfg.contains("calibrate")) return;
+  for (const auto& c : cfg["calibrate"]) {
+    if (!c.is_object() || !c.contains("out") || !c["out"].is_string())
+      fail("{}: each \"calibrate\" entry needs \"out\" and \"args\"", cfg_path);
+    const std::string out = c["out"];
+    std::vector<std::string> argv = {"dllmq", "calibrate"};
+    if (cfg.contains("model")) add_flag(argv, "model", cfg["model"], cfg_path);
+    for (const auto& a : c.value("args", nlohmann::json::array())) argv.push_back(value_text(a));
+    argv.push_back("--out");
+    argv.push_back(out);
+    std::string shown;
+    for (size_t i = 1; i < argv.size(); ++i) shown += (i > 1 ? " " : "") + argv[i];
+    if (fs::exists(out)) {
+      fmt::print(stderr, "dllmq grid: {} exists, not recalibrated\n", out);
+      continue;
+    }
+    fmt::print(stderr, "dllmq grid: {}\n", shown);
+    if (dry_run) continue;
+    if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
+    const std::string log = out + ".log";
+    if (const int rc = run_child(argv, log); rc != 0)
+      fail("grid: calibration for {} failed (exit {}; see {})", out, rc, log);
+  }
+}
+
+// "{axis}" in a bundle's string values stands for that axis's value at this point, so one
+// bundle can name e.g. the artifact calibrated for the point's cache mode.
+nlohmann::json substitute(const nlohmann::json& v,
+                          const std::vector<std::pair<std::string, nlohmann::json>>& point) {
+  if (!v.is_string()) return v;
+  std::string s = v.get<std::string>();
+  for (const auto& [k, pv] : point) {
+    if (pv.is_object()) continue;
+    const std::string key = "{" + k + "}";
+    for (size_t at; (at = s.find(key)) != std::string::npos;)
+      s.replace(at, key.size(), pv.is_null() ? "off" : value_text(pv));
+  }
+  return s;
 }
 
 void run_grid(const std::string& cfg_path, bool dry_run) {
@@ -229,6 +291,7 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
   if (!cfg.contains("tasks") || !cfg["tasks"].is_array() || cfg["tasks"].empty())
     fail("{}: needs a non-empty \"tasks\" list", cfg_path);
   const std::string out = cfg["out"];
+  run_calibrations(cfg, cfg_path, dry_run);
   const nlohmann::json grid = cfg.value("grid", nlohmann::json::object());
   // Cross product of the grid axes, in the file's key order.
   std::vector<std::vector<std::pair<std::string, nlohmann::json>>> points = {{}};
@@ -275,7 +338,7 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
           continue;
         }
         for (const auto& [k2, v2] : v.items())
-          if (k2 != "name") add_flag(argv, k2, v2, cfg_path);
+          if (k2 != "name") add_flag(argv, k2, substitute(v2, point), cfg_path);
       }
       if (cfg.contains("args"))
         for (const auto& a : cfg["args"]) argv.push_back(value_text(a));
@@ -316,13 +379,11 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
   if (dry_run) return;
   fs::create_directories(out);
   std::ofstream(fs::path(out) / "grid.json") << results.dump(2) << "\n";
-  const auto [avg, legend] = averages_and_plot(rows, points.size(), cfg["tasks"].size(),
-                                               (fs::path(out) / "grid.png").string());
-  md += avg;
+  md += averages_and_plot(rows, points.size(), cfg["tasks"].size(), axes,
+                         (fs::path(out) / "grid.png").string());
   md +=
-      "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x), one\n"
-      "marker per setting; hollow = no fp16 KV size recorded, drawn at 16 bits.\n\n";
-  md += legend;
+      "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x); colour =\n"
+      "KV method, marker = cache mode; hollow = no fp16 KV size recorded, drawn at 16 bits.\n";
   std::ofstream(fs::path(out) / "grid.md") << md;
   std::ofstream(fs::path(out) / "grid.csv") << grid_csv(rows, axes);
   std::fputs(md.c_str(), stdout);

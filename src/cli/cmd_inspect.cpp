@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "model/model.h"
+#include "ops/gemm.h"
 
 namespace dllmq::cli {
 
@@ -38,6 +39,13 @@ void register_inspect(CLI::App& app) {
                         {"weight_dtype", std::string(dtype_name(m->weights().dtype))},
                         {"weight_bytes", wbytes},
                         {"kv_bytes_per_token_fp16", c.kv_bytes_per_token_fp16()}};
+    const GemmInfo& g = gemm_info();
+    j["gemm_backend"] = g.name;
+    j["gemm_isa"] = g.isa;
+    j["cpu_isa"] = g.cpu_isa;
+    j["gemm_generic"] = g.generic;
+    j["bf16_native"] = g.bf16_native;
+    j["threads"] = gemm_threads();
     if (*as_json) {
       std::puts(j.dump().c_str());
       return;
@@ -57,6 +65,11 @@ void register_inspect(CLI::App& app) {
     fmt::print("weights        {} bytes, dtype {} (memory-mapped)\n", wbytes,
                dtype_name(m->weights().dtype));
     fmt::print("KV per token   {} bytes at fp16 (K+V, all layers)\n", c.kv_bytes_per_token_fp16());
+    fmt::print("gemm backend   {}, kernels for {} (CPU has {}){}\n", g.name, g.isa, g.cpu_isa,
+               g.generic ? ": GENERIC, slow" : "");
+    fmt::print("               {}; bf16 products {}\n", g.why,
+               g.bf16_native ? "native (bf16 dot products)" : "widened to f32");
+    fmt::print("threads        {}\n", gemm_threads());
   });
 }
 

@@ -13,5 +13,6 @@ void register_eval(CLI::App& app);
 void register_grid(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_calibrate(CLI::App& app);
+void register_calib_report(CLI::App& app);
 
 }  // namespace dllmq::cli

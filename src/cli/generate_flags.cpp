@@ -46,10 +46,14 @@ void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
   cmd->add_flag("--early-stop", f.early_stop,
                 "stop once a completed block is all EOS (off: reference parity)");
   cmd->add_option("--seed", f.seed, "seed for every stochastic path")->capture_default_str();
-  cmd->add_option("--kv", f.kv,
-                  "KV store: fp32 (exact, the compute precision) | fp16 | bf16 | kivi | kvquant | "
-                  "dllm-kvq")
+  cmd->add_option("--dtype", f.dtype,
+                  "compute precision of the projections and LM head: fp32 (exact; bf16 weights "
+                  "are widened losslessly) | bf16 (bf16 inputs, fp32 accumulation: the released "
+                  "models' numerics); norms, softmax, RoPE and attention are fp32 in both")
       ->capture_default_str();
+  cmd->add_option("--kv", f.kv,
+                  "KV store: fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq (default: the compute "
+                  "precision, fp32 or bf16)");
   cmd->add_option("--kv-bits", f.kv_bits,
                   "bits per cached K and V element for kivi/kvquant/dllm-kvq: 2, 3, 4 or 8 "
                   "(default: kivi/dllm-kvq 2, kvquant the artifact's)");
@@ -93,7 +97,10 @@ GenerateOptions resolve_generate_flags(const GenerateFlags& f, const std::string
   o.confidence_eos_eot_inf = f.confidence_eos_eot_inf;
   o.early_stop = f.early_stop;
   o.seed = f.seed;
+  // The KV store follows the compute precision unless chosen: fp32 keeps the exact default.
   o.kv.method = f.kv;
+  if (o.kv.method.empty())
+    o.kv.method = resolve_compute_dtype(f) == ComputeDType::kBF16 ? "bf16" : "fp32";
   o.kv.bits_k = f.kv_bits_k.value_or(f.kv_bits.value_or(0));
   o.kv.bits_v = f.kv_bits_v.value_or(f.kv_bits.value_or(0));
   if (f.kv_bits && !valid_quant_bits(*f.kv_bits))
@@ -105,6 +112,16 @@ GenerateOptions resolve_generate_flags(const GenerateFlags& f, const std::string
   o.trace_cache = f.trace_cache;
   if (f.threads < 0) fail("--threads must be >= 0, got {}", f.threads);
   return o;
+}
+
+ComputeDType resolve_compute_dtype(const GenerateFlags& f) {
+  if (f.dtype != "fp32" && f.dtype != "bf16")
+    fail("--dtype {}: accepted values are fp32 and bf16", f.dtype);
+  return parse_compute_dtype(f.dtype);
+}
+
+void apply_compute_flags(const GenerateFlags& f, Model& m) {
+  m.set_compute_dtype(resolve_compute_dtype(f));
 }
 
 std::string describe(const GenerateOptions& o, const ModelConfig& cfg) {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "decode/generate.h"
+#include "model/model.h"
 
 namespace dllmq::cli {
 
@@ -29,7 +30,8 @@ struct GenerateFlags {
   bool confidence_eos_eot_inf = false;
   bool early_stop = false;
   uint64_t seed = 0;
-  std::string kv = "fp32";
+  std::string dtype = "fp32";  // compute precision of the projections: fp32 | bf16
+  std::string kv;              // unset: follows the compute precision (fp32, or bf16)
   std::optional<int> kv_bits, kv_bits_k, kv_bits_v;
   int kv_group = 32;
   std::string calib;
@@ -44,6 +46,11 @@ void add_generate_flags(CLI::App* cmd, GenerateFlags& f);
 // Lengths not given as flags come from MODEL_DIR/generation_config.json: max_new_tokens, and,
 // only when the generation length itself is defaulted that way, block_length and steps.
 GenerateOptions resolve_generate_flags(const GenerateFlags& f, const std::string& model_dir);
+
+// The --dtype flag, validated.
+ComputeDType resolve_compute_dtype(const GenerateFlags& f);
+// Sets the model's compute precision from --dtype (call after Model::load).
+void apply_compute_flags(const GenerateFlags& f, Model& m);
 
 // One line describing the resolved parameters (printed on stderr at start).
 std::string describe(const GenerateOptions& o, const ModelConfig& cfg);

@@ -100,6 +100,12 @@ class Decoder {
     }
     if (!opt.trace_cache.empty())
       tracer_ = std::make_unique<CacheTracer>(opt.trace_cache, m_.config());
+    if (opt.teacher) {
+      if (int(opt.teacher->target.size()) != opt.gen_length)
+        fail("teacher forcing: {} target ids for gen length {}", opt.teacher->target.size(),
+             opt.gen_length);
+      teacher_ = &*opt.teacher;
+    }
   }
 
   GenerateResult run() {
@@ -163,10 +169,13 @@ class Decoder {
     f.store = store_.get();
     f.write = write;
     f.logits = raw_rows(a, b);
+    f.active = {a, b};
+    f.observer = opt_.observer;
     float* out = logits_for(f.logits.size());
     m_.forward(f, out);
     ++nfe_;
     note_kv();
+    if (opt_.probe) opt_.probe->after_forward(m_, f, out);
     return out;
   }
 
@@ -180,19 +189,27 @@ class Decoder {
     f.store = store_.get();
     f.cached = cached;
     f.logits = rows;
-    if (tracer_) f.observer = tracer_->cached_observer();
+    f.active = active_;
+    if (tracer_ && opt_.observer) fail("--trace-cache and a calibration observer are exclusive");
+    f.observer = tracer_ ? tracer_->cached_observer() : opt_.observer;
     float* out = logits_for(f.logits.size());
     m_.forward(f, out);
     ++nfe_;
+    if (opt_.probe) opt_.probe->after_forward(m_, f, out);
     if (tracer_) tracer_->finish_step(m_, x_, *store_, cached, q0, q1, block, steps_, nfe_);
     return out;
   }
 
   void note_kv() {
     if (!store_) return;
+    // One snapshot at the peak: bytes held and the fp16 size of the same rows belong together
+    // (a refresh can complete a K group and shrink its full-precision tail, so the peak of the
+    // bytes held need not be where the most rows are held).
     const KvBytes b = store_->held();
-    if (b.total() >= kv_peak_.total()) kv_peak_ = b;
-    kv_peak_fp16_ = std::max(kv_peak_fp16_, store_->bytes_fp16());
+    if (b.total() >= kv_peak_.total()) {
+      kv_peak_ = b;
+      kv_peak_fp16_ = store_->bytes_fp16();
+    }
   }
 
   bool block_has_mask(int s, int e) const {
@@ -208,7 +225,9 @@ class Decoder {
     for (int p = s; p < e; ++p) {
       if (x_[p] != cfg_.mask_id) continue;
       const float* row = lg + size_t(p - a) * V;
-      c.push_back({p, dream ? policy_.dream(row, V, alg) : policy_.llada(row, V)});
+      c.push_back({p, teacher_ ? teach(row, p)
+                      : dream  ? policy_.dream(row, V, alg)
+                               : policy_.llada(row, V)});
     }
     return c;
   }
@@ -221,9 +240,19 @@ class Decoder {
     const int V = cfg_.vocab_size;
     for (int p = s; p < e; ++p) {
       if (x_[p] != cfg_.mask_id) continue;
-      c.push_back({p, policy_.dream(w + size_t(std::max(p - 1, s) - s) * V, V, alg)});
+      const float* row = w + size_t(std::max(p - 1, s) - s) * V;
+      c.push_back({p, teacher_ ? teach(row, p) : policy_.dream(row, V, alg)});
     }
     return c;
+  }
+
+  Proposal teach(const float* row, int p) {
+    const TeacherPick t =
+        teacher_proposal(row, cfg_.vocab_size, teacher_->target[p - P_], teacher_->rank, rng_);
+    Proposal out;
+    out.token = t.token;
+    out.conf = t.conf;
+    return out;
   }
 
   int rule_count(const std::vector<Candidate>& c, int quota) const {
@@ -279,6 +308,7 @@ class Decoder {
     const auto ts = dream_timesteps(spb, opt_.eps);
     for (int b = 0; b < nb; ++b) {
       const int s = P_ + b * opt_.block_length, e = s + opt_.block_length;
+      active_ = {s, e};
       int masked = 0;
       for (int p = s; p < e; ++p) masked += x_[p] == cfg_.mask_id;
       const auto quota = num_transfer_tokens(masked, spb);
@@ -351,7 +381,8 @@ class Decoder {
   void dream_block(int b, int s, int e, int spb, const std::vector<double>& ts, PosRange write) {
     // The refresh forward commits the argmax at s unconditionally (nothing else).
     const float* lg = full_forward(s, s + 1, write);
-    const Proposal first = policy_.dream(lg, cfg_.vocab_size, RankAlg::kMaskgitPlus);
+    const Proposal first = teacher_ ? teach(lg, s)
+                                    : policy_.dream(lg, cfg_.vocab_size, RankAlg::kMaskgitPlus);
     x_[s] = first.token;
     revealed_.assign(1, s);
     report(b);
@@ -474,6 +505,8 @@ class Decoder {
   std::vector<int> revealed_;
   std::unique_ptr<KvStore> store_;
   std::unique_ptr<CacheTracer> tracer_;
+  const TeacherForcing* teacher_ = nullptr;
+  PosRange active_;
   int nfe_ = 0, steps_ = 0;
   KvBytes kv_peak_;
   size_t kv_peak_fp16_ = 0;

@@ -11,6 +11,7 @@
 
 #include "cache/kv_spec.h"
 #include "cache/kv_store.h"
+#include "decode/teacher.h"
 #include "model/model.h"
 
 namespace dllmq {
@@ -46,6 +47,19 @@ struct GenerateOptions {
   KvSpec kv;                // KV store (default fp32: the compute precision, exact)
   int eot_id = -1;          // end-of-turn id when config.json has none (from the tokenizer)
   std::string trace_cache;  // JSONL path: per step and layer, error of reused K/V vs recompute
+  // Calibration hooks (TRACE): reveal reference tokens, see every forward's per-layer tensors,
+  // probe each forward after it ran. Null / empty for ordinary decoding.
+  std::optional<TeacherForcing> teacher;
+  LayerObserver* observer = nullptr;
+  class StepProbe* probe = nullptr;
+};
+
+// Sees every forward the decoder runs, after it ran, with its arguments and raw logits rows
+// (args.logits); calibration re-runs variants of it (e.g. one layer's cache quantized).
+class StepProbe {
+ public:
+  virtual ~StepProbe() = default;
+  virtual void after_forward(Model& m, const ForwardArgs& args, const float* logits) = 0;
 };
 
 // What the per-step callback sees (ARCHITECTURE.md: tests, --show-steps, tracing hang on it).
@@ -67,7 +81,7 @@ struct GenerateResult {
   size_t kv_bytes = 0;       // peak bytes held by the KV store (K + V, everything counted)
   size_t kv_bytes_k = 0;     // K and V parts of kv_bytes
   size_t kv_bytes_v = 0;
-  size_t kv_bytes_fp16 = 0;  // the same rows at fp16
+  size_t kv_bytes_fp16 = 0;  // the rows held at that peak, at fp16
   std::string kv_store;      // store name with parameters
   int kv_bits_k = 0, kv_bits_v = 0;  // nominal bits per code (0 uncached)
   std::string kv_method;     // fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq ("none" uncached)

@@ -28,21 +28,27 @@ nlohmann::json summarize(const std::string& task, const std::vector<std::string>
     else
       j[m] = nullptr;  // not computed (for some or all samples)
   }
-  std::map<std::string, std::pair<double, size_t>> groups;
+  struct Group {
+    double sum = 0;
+    size_t n = 0, computed = 0;
+  };
+  std::map<std::string, Group> groups;
   std::map<std::string, size_t> status;
   const std::string head = metric_names.front();
   for (const auto& s : scores) {
     if (!s.group.empty()) {
       auto& g = groups[s.group];
-      if (auto it = s.metrics.find(head); it != s.metrics.end())
-        g.first += it->second.value_or(0.0);
-      ++g.second;
+      if (auto it = s.metrics.find(head); it != s.metrics.end() && it->second)
+        g.sum += *it->second, ++g.computed;
+      ++g.n;
     }
     if (!s.status.empty()) ++status[s.status];
   }
   if (!groups.empty()) {
     nlohmann::json by = nlohmann::json::object();
-    for (const auto& [name, g] : groups) by[name] = {{"n", g.second}, {head, g.first / g.second}};
+    for (const auto& [name, g] : groups)
+      by[name] = {{"n", g.n},
+                  {head, g.computed == g.n ? nlohmann::json(g.sum / g.n) : nlohmann::json(nullptr)}};
     j["by_group"] = by;
   }
   if (!status.empty()) j["status_counts"] = status;
@@ -94,8 +100,10 @@ std::string summary_markdown(const nlohmann::json& summary) {
     for (const auto& [g, v] : summary["by_group"].items())
       for (const auto& [m, x] : v.items())
         if (m != "n")
-          out += fmt::format("| {} / {} | {} | {} | {:.4f} |\n", summary["task"].get<std::string>(),
-                             g, v["n"].get<size_t>(), m, x.get<double>());
+          out += fmt::format("| {} / {} | {} | {} | {} |\n", summary["task"].get<std::string>(), g,
+                             v["n"].get<size_t>(), m,
+                             x.is_null() ? std::string("not computed")
+                                         : fmt::format("{:.4f}", x.get<double>()));
   if (summary.contains("status_counts"))
     for (const auto& [st, c] : summary["status_counts"].items())
       out += fmt::format("| {} | {} | status {} | {} |\n", summary["task"].get<std::string>(),

@@ -192,11 +192,15 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
   LineAppender out(samples_path);
   ScoreEnv quiet = env;
   quiet.on_progress = nullptr;
+  std::vector<std::string> notes;  // from every score() call of this session, each once
   for (size_t i : todo) {
     const std::string prompt = task.prompt(i);
     const GenOutput g = gen(i, prompt);
     const auto t0 = std::chrono::steady_clock::now();
     SampleScore s = task.score({i}, {g.text}, quiet).front();
+    for (const std::string& n : task.notes())
+      if (std::find(notes.begin(), notes.end(), n) == notes.end() && notes.size() < 20)
+        notes.push_back(n);
     const double score_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     nlohmann::json j = sample_json(s);
@@ -224,6 +228,7 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
   bar.finish();
 
   nlohmann::json summary = summary_from_samples(task.name(), task.metric_names(), rows);
+  if (!notes.empty()) summary["notes"] = notes;
   summary["n_expected"] = shard_total;
   if (opt.num_shards > 1) summary["shard"] = fmt::format("{}/{}", opt.shard, opt.num_shards);
   summary["config"] = config;

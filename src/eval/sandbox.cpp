@@ -51,6 +51,7 @@ namespace {
 
 constexpr uid_t kSandboxUidBase = 61000;  // unprivileged uids 61000..77383 (root only)
 constexpr int kNsFlags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID;
+constexpr double kOuterGraceS = 2.0;
 
 // Runs `cmd` through the shell and returns its stdout (used once, to ask python for its paths).
 std::string capture(const std::string& cmd) {
@@ -154,7 +155,8 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
              nlohmann::json{{"code", sample.code},
                             {"test", sample.test},
                             {"sanitize", sample.sanitize},
-                            {"entry_point", sample.entry_point}}
+                            {"entry_point", sample.entry_point},
+                            {"timeout", opt_.timeout_s}}
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   // Per process and worker, so concurrent dllmq runs do not share RLIMIT_NPROC accounting.
   const uid_t uid =
@@ -178,7 +180,7 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
   std::vector<const char*> hide;
   for (const auto& h : hide_) hide.push_back(h.c_str());
   const bool ns = ns_, net_only = net_only_, drop = root_;
-  const rlim_t cpu = static_cast<rlim_t>(std::ceil(opt_.timeout_s)) + 1;
+  const rlim_t cpu = static_cast<rlim_t>(std::ceil(opt_.timeout_s)) + 2;
   const rlim_t as = static_cast<rlim_t>(opt_.mem_mb) << 20,
                fsize = static_cast<rlim_t>(opt_.fsize_mb) << 20;
   const rlim_t nproc = static_cast<rlim_t>(opt_.nproc);
@@ -247,7 +249,10 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
   std::string result_text, err_text;
   bool timed_out = false, reaped = false;
   int st = 0;
-  const auto deadline = t0 + std::chrono::duration<double>(opt_.timeout_s);
+  // The program's own clock (HF code_eval's setitimer, in the runner) ends it after timeout_s;
+  // this outer limit (code_eval joins for timeout + 1 s; +1 s more for our interpreter start) also
+  // catches what a Python signal handler cannot interrupt.
+  const auto deadline = t0 + std::chrono::duration<double>(opt_.timeout_s + kOuterGraceS);
   pollfd fds[2] = {{res_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   int open_fds = 2;
   char buf[8192];
@@ -293,13 +298,16 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
 
   if (timed_out) {
     res.status = RunStatus::kTimeout;
-    res.detail = fmt::format("timeout after {:.1f} s (process tree killed)", opt_.timeout_s);
+    res.detail = fmt::format("timeout after {:.1f} s (process tree killed)",
+                             opt_.timeout_s + kOuterGraceS);
     return res;
   }
   // The runner writes exactly one JSON object; anything else means python itself died.
   nlohmann::json j = nlohmann::json::parse(result_text, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("status")) {
-    res.status = j["status"] == "passed" ? RunStatus::kPassed : RunStatus::kFailed;
+    res.status = j["status"] == "passed"    ? RunStatus::kPassed
+                 : j["status"] == "timeout" ? RunStatus::kTimeout
+                                            : RunStatus::kFailed;
     res.detail = j.value("detail", "");
     if (j.contains("program") && j["program"].is_string()) res.program = j["program"];
     return res;

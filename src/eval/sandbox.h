@@ -14,7 +14,7 @@ namespace dllmq::eval {
 
 struct SandboxOptions {
   std::string python = "python3";  // resolved via PATH once, before the environment is scrubbed
-  double timeout_s = 10.0;         // wall clock; the whole process tree is SIGKILLed after it
+  double timeout_s = 3.0;  // in-process timer as HF code_eval; the process tree is SIGKILLed 2 s later
   size_t mem_mb = 4096;            // RLIMIT_AS
   size_t fsize_mb = 64;            // RLIMIT_FSIZE
   int nproc = 64;                  // RLIMIT_NPROC (only applied with the per-worker uid)

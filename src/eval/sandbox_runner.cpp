@@ -3,12 +3,12 @@
 namespace dllmq::eval {
 
 const char* const kSandboxRunnerPy = R"PY(
-import ast, json, os, sys, traceback
+import ast, contextlib, io, json, os, signal, sys, traceback
 
 
-def report(status, detail, program):
-    msg = json.dumps({"status": status, "detail": detail[:2000], "program": program})
-    os.write(3, msg.encode("utf-8", "replace"))
+def report(status, detail, program, write=os.write, dumps=json.dumps):
+    msg = dumps({"status": status, "detail": detail[:2000], "program": program})
+    write(3, msg.encode("utf-8", "replace"))
 
 
 def refine(text):
@@ -90,10 +90,56 @@ def describe(exc, program):
     return text
 
 
+class WriteOnlyStringIO(io.StringIO):
+    # HF code_eval's stdin/stdout/stderr while the program runs: reading raises.
+    def read(self, *args, **kwargs):
+        raise OSError
+
+    def readline(self, *args, **kwargs):
+        raise OSError
+
+    def readlines(self, *args, **kwargs):
+        raise OSError
+
+    def readable(self, *args, **kwargs):
+        return False
+
+
+class redirect_stdin(contextlib._RedirectStream):
+    _stream = "stdin"
+
+
+class TimeoutException(Exception):
+    pass
+
+
+def reliability_guard():
+    # HF code_eval's reliability_guard (no memory cap: RLIMIT_AS comes from the sandbox), so that
+    # programs see the same disabled functions as under lm-eval.
+    import builtins, faulthandler, shutil, subprocess
+    faulthandler.disable()
+    builtins.exit = None
+    builtins.quit = None
+    os.environ["OMP_NUM_THREADS"] = "1"
+    for name in ("kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid",
+                 "fork", "forkpty", "killpg", "rename", "renames", "truncate", "replace", "unlink",
+                 "fchmod", "fchown", "chmod", "chown", "chroot", "lchflags", "lchmod", "lchown",
+                 "getcwd", "chdir"):
+        setattr(os, name, None)
+    shutil.rmtree = None
+    shutil.move = None
+    shutil.chown = None
+    subprocess.Popen = None
+    builtins.help = None
+    for name in ("ipdb", "joblib", "resource", "psutil", "tkinter"):
+        sys.modules[name] = None
+
+
 def main():
     with open("payload.json", encoding="utf-8") as f:
         p = json.load(f)
     code = p["code"]
+    timeout = float(p.get("timeout", 3.0))
     shown = None
     if p.get("sanitize"):
         try:
@@ -105,13 +151,36 @@ def main():
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
+    write, exit_now = os.write, os._exit
+    reliability_guard()
+
+    def on_alarm(signum, frame):
+        raise TimeoutException("Timed out!")
+
+    # As HF code_eval's unsafe_execute: exec in a fresh dict, I/O swallowed, an ITIMER_REAL of
+    # `timeout` seconds; any exception (SystemExit included) fails the sample.
+    stream = WriteOnlyStringIO()
     try:
-        exec(compile(program, "<sample>", "exec"), {})
+        with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream), \
+                redirect_stdin(stream):
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            signal.signal(signal.SIGALRM, on_alarm)
+            try:
+                exec(compile(program, "<sample>", "exec"), {})
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    except TimeoutException:
+        report("timeout", "timed out after %g s (in-process timer, as HF code_eval)" % timeout, shown, write)
+        exit_now(1)
     except BaseException as e:  # SystemExit too, as code_eval
-        report("failed", describe(e, program), shown)
-        os._exit(1)
-    report("passed", "", shown)
-    os._exit(0)
+        try:
+            detail = describe(e, program)
+        except BaseException:
+            detail = "exception (not printable)"
+        report("failed", detail, shown, write)
+        exit_now(1)
+    report("passed", "", shown, write)
+    exit_now(0)
 
 
 main()

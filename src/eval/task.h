@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eval/math_equiv_client.h"
 #include "eval/sandbox.h"
 
 namespace dllmq::eval {
@@ -22,11 +23,14 @@ struct TaskOptions {
   bool apply_stop = true;  // cut raw responses at the task's stop strings (as lm-eval's until)
 };
 
-// Everything the scorer needs besides the task: code sandbox and the sympy helper.
+// Everything the scorer needs besides the task: code sandbox and the MATH helper processes.
 struct ScoreEnv {
   const Sandbox* sandbox = nullptr;  // code tasks
-  std::string math_equiv_helper;     // tools/eval/math_equiv.py; empty = do not run
-  std::string python = "python3";
+  // math: lm-eval's exact_match (sympy) and math_verify, by tools/eval/math_equiv.py processes
+  // that live as long as this pointer (one eval run). Null: those metrics are not computed, and
+  // `math_off` says why.
+  std::shared_ptr<MathHelper> math;
+  std::string math_off;
   int workers = 2;
   std::function<void(size_t done, size_t total)> on_progress;
 };

@@ -24,7 +24,12 @@ std::string str_field(const nlohmann::json& d, const char* name, const std::stri
 // Shared: build programs, run them, turn sandbox results into scores.
 class CodeTask : public Task {
  public:
-  std::vector<std::string> metric_names() const override { return {"pass@1"}; }
+  // lm-eval's names: humaneval's pass_at_k returns {"pass@1": ...}; mbpp's metric function is
+  // utils.pass_at_1, so lm-eval reports "pass_at_1" there (kept next to "pass@1", same value).
+  std::vector<std::string> metric_names() const override {
+    if (name() == "mbpp") return {"pass@1", "pass_at_1"};
+    return {"pass@1"};
+  }
 
   std::vector<SampleScore> score(const std::vector<size_t>& index,
                                  const std::vector<std::string>& responses,
@@ -45,7 +50,8 @@ class CodeTask : public Task {
       s.status = run_status_name(results[k].status);
       s.detail = results[k].detail;
       s.extracted = results[k].program.empty() ? samples[k].code : results[k].program;
-      s.metrics["pass@1"] = results[k].status == RunStatus::kPassed ? 1.0 : 0.0;
+      for (const std::string& m : metric_names())
+        s.metrics[m] = results[k].status == RunStatus::kPassed ? 1.0 : 0.0;
       out.push_back(std::move(s));
     }
     return out;

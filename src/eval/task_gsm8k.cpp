@@ -44,8 +44,11 @@ class Gsm8kTask : public Task {
   std::vector<std::string> stop_strings() const override {
     return {"Question:", "</s>", "<|im_end|>"};
   }
+  // gsm8k: lm-eval's result keys "<metric>,<filter>" (its exact_match under the filters
+  // strict-match and flexible-extract). synth is ours and keeps its short names.
   std::vector<std::string> metric_names() const override {
-    return {"strict_match", "flexible_extract"};
+    if (synth_) return {"strict_match", "flexible_extract"};
+    return {"exact_match,strict-match", "exact_match,flexible-extract"};
   }
 
   std::string prompt(size_t i) const override {
@@ -71,8 +74,9 @@ class Gsm8kTask : public Task {
       const std::string strict = gsm8k_strict_extract(r);
       const std::string flex = gsm8k_flexible_extract(r);
       s.extracted = flex;
-      s.metrics["strict_match"] = gsm8k_match(strict, answers_[i]) ? 1.0 : 0.0;
-      s.metrics["flexible_extract"] = gsm8k_match(flex, answers_[i]) ? 1.0 : 0.0;
+      const auto names = metric_names();
+      s.metrics[names[0]] = gsm8k_match(strict, answers_[i]) ? 1.0 : 0.0;
+      s.metrics[names[1]] = gsm8k_match(flex, answers_[i]) ? 1.0 : 0.0;
       s.detail = "strict: " + strict;
       out.push_back(std::move(s));
       if (env.on_progress) env.on_progress(k + 1, index.size());

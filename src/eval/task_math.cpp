@@ -1,8 +1,12 @@
 // math (lm-eval v0.4.8 minerva_math): 4 fixed Minerva shots, "Problem:\n...\n\nSolution:", answers
 // taken from "Final Answer: The final answer is ...", normalize_final_answer on both sides.
-// exact_match here is the string equivalence (hendrycks strip_string) of the normalized answers;
-// exact_match_sympy is minerva's own sympy check, through tools/eval/math_equiv.py.
+// exact_match and math_verify are lm-eval's (sympy is_equiv with its 5 s alarm; math_verify on the
+// normalized gold and the whole response), computed by tools/eval/math_equiv.py helper processes;
+// string_equiv is our own native score: hendrycks_math's strip_string equivalence of the same
+// normalized answers.
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "eval/data.h"
 #include "eval/math_answer.h"
@@ -75,6 +79,7 @@ class MathTask : public Task {
         fail("{}:{}: needs fields 'problem' and 'solution'", path_, i + 1);
       problems_.push_back(d["problem"].get<std::string>());
       const std::string sol = d["solution"].get<std::string>();
+      solutions_.push_back(sol);
       const auto gold = minerva_gold(sol);
       if (!gold) fail("{}:{}: solution has no \\boxed{{...}} answer", path_, i + 1);
       golds_.push_back(*gold);
@@ -88,7 +93,7 @@ class MathTask : public Task {
   std::string task_id(size_t i) const override { return std::to_string(i); }
   std::vector<std::string> stop_strings() const override { return {"Problem:"}; }
   std::vector<std::string> metric_names() const override {
-    return {"exact_match", "exact_match_sympy"};
+    return {"exact_match", "math_verify", "string_equiv"};
   }
 
   std::string prompt(size_t i) const override {
@@ -103,7 +108,7 @@ class MathTask : public Task {
                                  const ScoreEnv& env) const override {
     notes_.clear();
     std::vector<SampleScore> out;
-    std::vector<std::pair<std::string, std::string>> pairs;
+    std::vector<MathRequest> reqs;
     for (size_t k = 0; k < index.size(); ++k) {
       const size_t i = index[k];
       const std::string r =
@@ -113,20 +118,63 @@ class MathTask : public Task {
       s.gold = golds_[i];
       s.group = subjects_[i];
       s.extracted = minerva_extract(r);
-      s.metrics["exact_match"] = math_string_equiv(s.extracted, s.gold) ? 1.0 : 0.0;
-      s.metrics["exact_match_sympy"] = std::nullopt;
-      pairs.emplace_back(s.extracted, s.gold);
+      s.metrics["string_equiv"] = math_string_equiv(s.extracted, s.gold) ? 1.0 : 0.0;
+      s.metrics["exact_match"] = std::nullopt;
+      s.metrics["math_verify"] = std::nullopt;
+      reqs.push_back({r, solutions_[i]});
       out.push_back(std::move(s));
     }
-    if (!env.math_equiv_helper.empty() && !pairs.empty()) {
-      std::string why;
-      const auto eq = sympy_equiv(pairs, env.math_equiv_helper, env.python, env.workers, &why);
-      if (eq)
-        for (size_t k = 0; k < out.size(); ++k)
-          out[k].metrics["exact_match_sympy"] = (*eq)[k] ? 1.0 : 0.0;
-      else
-        notes_.push_back("exact_match_sympy not computed: " + why);
+    std::string why = env.math_off;
+    if (env.math && !out.empty() && env.math->ready(&why)) {
+      const size_t total = index.size();
+      const auto verdicts = env.math->judge(reqs, [&](size_t done) {
+        if (env.on_progress) env.on_progress(done, total);
+      });
+      size_t missing = 0, differ = 0, errors = 0;
+      std::string first_error;
+      for (size_t k = 0; k < out.size(); ++k) {
+        const MathVerdict& v = verdicts[k];
+        SampleScore& s = out[k];
+        if (v.exact_match) s.metrics["exact_match"] = *v.exact_match ? 1.0 : 0.0;
+        if (v.math_verify) s.metrics["math_verify"] = *v.math_verify ? 1.0 : 0.0;
+        if (!v.exact_match || !v.math_verify) ++missing;
+        if (v.normalized && (v.pred != s.extracted || v.gold != s.gold)) {
+          // What exact_match scored is Python's normalization; keep the native one visible.
+          ++differ;
+          s.detail = "native normalization: " + s.extracted + " | " + s.gold;
+          s.extracted = v.pred;
+          s.gold = v.gold;
+        }
+        if (!v.error.empty()) {
+          ++errors;
+          if (first_error.empty()) first_error = "task " + s.task_id + ": " + v.error;
+          s.detail += (s.detail.empty() ? "" : "; ") + v.error;
+        }
+      }
+      if (!env.math->pin_mismatch().empty()) {
+        std::string m;
+        for (const auto& x : env.math->pin_mismatch()) m += (m.empty() ? "" : ", ") + x;
+        notes_.push_back("MATH scorer package versions differ from tools/eval/requirements.txt "
+                         "(lm-eval 0.4.8's resolution): " + m);
+      }
+      if (errors)
+        notes_.push_back(fmt::format(
+            "MATH helper: {} sample(s) timed out or crashed it ({} restart(s)); the phase it was "
+            "in scores 0, as lm-eval's timeout would; first: {}",
+            errors, env.math->restarts(), first_error));
+      if (missing)
+        notes_.push_back(fmt::format("exact_match/math_verify not computed for {} sample(s)",
+                                     missing));
+      if (differ)
+        notes_.push_back(fmt::format(
+            "{} sample(s): the native answer normalization differs from lm-eval's (Python); "
+            "exact_match used lm-eval's, string_equiv the native one (see details)",
+            differ));
+      return out;
     }
+    if (!out.empty())
+      notes_.push_back("exact_match and math_verify (lm-eval's minerva_math metrics) not computed: " +
+                       why);
     if (env.on_progress) env.on_progress(index.size(), index.size());
     return out;
   }
@@ -134,7 +182,7 @@ class MathTask : public Task {
  private:
   bool apply_stop_;
   std::string path_;
-  std::vector<std::string> problems_, golds_, subjects_;
+  std::vector<std::string> problems_, solutions_, golds_, subjects_;
 };
 
 }  // namespace

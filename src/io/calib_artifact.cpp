@@ -1,5 +1,6 @@
 #include "io/calib_artifact.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -53,13 +54,15 @@ void save_calib_artifact(const CalibArtifact& a, const std::string& path) {
   const int64_t H = a.n_kv_heads, hd = a.head_dim;
   for (int l = 0; l < int(a.layers.size()); ++l) {
     const CalibLayer& L = a.layers[l];
-    t[layer_key(l, "k_lower")] = {{H, hd}, L.k_lower};
-    t[layer_key(l, "k_upper")] = {{H, hd}, L.k_upper};
-    t[layer_key(l, "k_codebook")] = {{int64_t(L.k_codebook.size())}, L.k_codebook};
-    t[layer_key(l, "v_codebook")] = {{int64_t(L.v_codebook.size())}, L.v_codebook};
-    if (a.method == "dllm-kvq") {
+    if (a.method == "kvquant") {
+      t[layer_key(l, "k_lower")] = {{H, hd}, L.k_lower};
+      t[layer_key(l, "k_upper")] = {{H, hd}, L.k_upper};
+      t[layer_key(l, "k_codebook")] = {{int64_t(L.k_codebook.size())}, L.k_codebook};
+      t[layer_key(l, "v_codebook")] = {{int64_t(L.v_codebook.size())}, L.v_codebook};
+    } else {
       std::vector<float> ch(L.k_fp16_channels.begin(), L.k_fp16_channels.end());
       t[layer_key(l, "k_fp16_channels")] = {{int64_t(ch.size())}, ch};
+      t[layer_key(l, "k_channel_scores")] = {{H, hd}, L.k_channel_scores};
     }
   }
   write_safetensors_f32(path, t, md);
@@ -110,6 +113,12 @@ CalibArtifact load_calib_artifact(const std::string& path) {
   a.n_pairs = to_int(path, "n_pairs", get("n_pairs"), 0, 1 << 30);
   a.n_tokens = std::stoll(get("n_tokens"));
   a.data_hash = get("data_hash");
+  static const char* kKnown[] = {"format",   "version",   "method",     "trajectory", "fisher",
+                                 "kv_bits_k", "kv_bits_v", "outlier_percent", "sink",
+                                 "model_fingerprint", "n_layers", "n_kv_heads", "head_dim",
+                                 "n_pairs",  "n_tokens",  "data_hash",  "created_by"};
+  for (const auto& [k, v] : md)
+    if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown)) a.extra[k] = v;
   const size_t kvd = size_t(a.n_kv_heads) * a.head_dim;
   auto tensor = [&](int l, const char* what, size_t want) {
     const std::string key = layer_key(l, what);
@@ -128,14 +137,16 @@ CalibArtifact load_calib_artifact(const std::string& path) {
   a.layers.resize(a.n_layers);
   for (int l = 0; l < a.n_layers; ++l) {
     CalibLayer& L = a.layers[l];
-    L.k_lower = tensor(l, "k_lower", kvd);
-    L.k_upper = tensor(l, "k_upper", kvd);
-    for (size_t i = 0; i < kvd; ++i)
-      if (L.k_lower[i] > L.k_upper[i])
-        fail("{}: layer {}: k_lower > k_upper at channel {}", path, l, i);
-    L.k_codebook = tensor(l, "k_codebook", size_t(1) << a.bits_k);
-    L.v_codebook = tensor(l, "v_codebook", size_t(1) << a.bits_v);
-    if (a.method == "dllm-kvq") {
+    if (a.method == "kvquant") {
+      L.k_lower = tensor(l, "k_lower", kvd);
+      L.k_upper = tensor(l, "k_upper", kvd);
+      for (size_t i = 0; i < kvd; ++i)
+        if (L.k_lower[i] > L.k_upper[i])
+          fail("{}: layer {}: k_lower > k_upper at channel {}", path, l, i);
+      L.k_codebook = tensor(l, "k_codebook", size_t(1) << a.bits_k);
+      L.v_codebook = tensor(l, "v_codebook", size_t(1) << a.bits_v);
+    } else {
+      L.k_channel_scores = tensor(l, "k_channel_scores", kvd);
       for (float c : tensor(l, "k_fp16_channels", size_t(-1))) {
         if (c < 0 || c >= float(kvd) || c != std::floor(c))
           fail("{}: layer {}: fp16 channel {} outside [0, {})", path, l, c, kvd);

@@ -4,10 +4,12 @@
 //             trajectory (ar | trace | random), fisher ("none" = unweighted codebooks),
 //             outlier_percent, sink, model_fingerprint, n_layers, n_kv_heads, head_dim,
 //             n_pairs, n_tokens, data_hash, created_by
-//   tensors:  layers.{l}.k_lower, layers.{l}.k_upper  [n_kv_heads, head_dim] pre-RoPE K
-//             per-channel outlier thresholds; layers.{l}.k_codebook [2^bits_k],
+//   tensors:  kvquant: layers.{l}.k_lower, layers.{l}.k_upper  [n_kv_heads, head_dim] pre-RoPE
+//             K per-channel outlier thresholds; layers.{l}.k_codebook [2^bits_k],
 //             layers.{l}.v_codebook [2^bits_v] (ascending, normalised to about [-1, 1]);
-//             dllm-kvq: layers.{l}.k_fp16_channels [n] (kv_head * head_dim + channel, as f32).
+//             dllm-kvq: layers.{l}.k_fp16_channels [n] (kv_head * head_dim + channel, as f32),
+//             layers.{l}.k_channel_scores [n_kv_heads, head_dim]; metadata kv_group, budget,
+//             per-layer KL / changed decisions / channel counts.
 // Loading checks every field; a mismatch with the model or the requested bits is an error
 // naming the file.
 #pragma once
@@ -23,6 +25,7 @@ struct CalibLayer {
   std::vector<float> k_lower, k_upper;        // [n_kv_heads * head_dim]
   std::vector<float> k_codebook, v_codebook;  // [2^bits]
   std::vector<int> k_fp16_channels;           // flattened kv_head * head_dim + channel
+  std::vector<float> k_channel_scores;        // dllm-kvq: attention-level score per channel
 };
 
 struct CalibArtifact {

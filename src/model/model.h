@@ -1,4 +1,5 @@
-// A loaded LLaDA or Dream model and its forward pass (f32 compute, 16-bit weights in place).
+// A loaded LLaDA or Dream model and its forward pass: f32 or bf16 projections (ComputeDType),
+// f32 everything else, 16-bit weights in place.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
+#include "ops/linear.h"
 #include "ops/rope.h"
 
 namespace dllmq {
@@ -26,6 +28,10 @@ class LayerObserver {
   // The same fresh rows before RoPE (k_pre: [n, kv_dim]), as a store receives them; called
   // before on_layer. Calibration of pre-RoPE stores (KVQuant) listens here.
   virtual void on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) {}
+  // Called once at the start of a forward with its arguments (which rows are cached, written).
+  virtual void on_forward(const struct ForwardArgs& args) {}
+  // The fresh rows' queries after RoPE, q_rot: [n, n_heads * hd]; called before on_layer.
+  virtual void on_query(int layer, int pos0, int n, const float* q_rot) {}
 };
 
 struct ForwardArgs {
@@ -35,7 +41,29 @@ struct ForwardArgs {
   std::vector<PosRange> cached;  // store rows attended to besides the fresh rows
   PosRange write;                // canvas rows whose fresh K/V are written to the store
   PosRange logits;               // canvas rows whose raw logits are computed (subset of fresh rows)
+  PosRange active;               // the decoder's active block (a label for observers; may be empty)
   LayerObserver* observer = nullptr;
+};
+
+// Time and work of one kind of operation summed over forwards: wall and process CPU seconds
+// (CPU / wall = cores busy), model FLOPs and bytes the operation must move at least (weights
+// once per call, activations, K/V rows read), for roofline reports.
+struct PhaseStat {
+  double wall_s = 0.0;
+  double cpu_s = 0.0;
+  double flops = 0.0;
+  double bytes = 0.0;
+};
+
+struct ForwardProfile {
+  PhaseStat proj;   // the seven projections of every layer
+  PhaseStat attn;   // attention over fresh and cached rows
+  PhaseStat head;   // final norm + LM head on the rows that need logits
+  PhaseStat other;  // embedding, norms, RoPE, residuals, SwiGLU, KV store writes
+  int64_t forwards = 0;
+  int64_t logit_rows = 0;  // rows of logits produced (what sampling reads)
+  double wall_s() const { return proj.wall_s + attn.wall_s + head.wall_s + other.wall_s; }
+  double cpu_s() const { return proj.cpu_s + attn.cpu_s + head.cpu_s + other.cpu_s; }
 };
 
 class Model {
@@ -50,6 +78,16 @@ class Model {
   // Identifies the checkpoint (geometry, tensor names/shapes/dtypes and sampled weight bytes) so
   // calibration artifacts can refuse another model. Hex string, computed once.
   const std::string& fingerprint() const;
+
+  // Precision of the projections and LM head (default f32). Attention, norms, RoPE and softmax
+  // are f32 whatever it is.
+  void set_compute_dtype(ComputeDType d) { dtype_ = d; }
+  ComputeDType compute_dtype() const { return dtype_; }
+
+  // Per-phase time and work of every forward since load or the last reset (always on: a few
+  // clock reads per layer).
+  const ForwardProfile& profile() const { return profile_; }
+  void reset_profile() { profile_ = {}; }
 
   // Makes sure the RoPE table covers `n` positions (call before decoding a canvas of n).
   void reserve_positions(int n) { rope_.reserve(n); }
@@ -75,6 +113,8 @@ class Model {
   RopeTable rope_{2, 10000.0};
   // Workspace, grown on demand and reused across forwards (no per-step allocation).
   double flops_done_ = 0.0;
+  ComputeDType dtype_ = ComputeDType::kF32;
+  ForwardProfile profile_;
   int cap_ = 0;
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
   std::vector<const KvRowSource*> sources_;

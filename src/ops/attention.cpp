@@ -1,11 +1,11 @@
 #include "ops/attention.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include "ops/gemm.h"
 
 namespace dllmq {
 
@@ -88,16 +88,14 @@ void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
             const KvRows r = s->rows(g, r0, n, w.k.data(), w.v.data());
             for (int j = 0; j < rep; ++j) {
               const int h = g * rep + j;
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, n, hd, scale,
-                          q + size_t(q0) * ld + size_t(h) * hd, ld, r.k, r.ld, 0.0f,
-                          w.scores.data() + size_t(j) * qn * tile, tile);
+              sgemm(true, qn, n, hd, scale, q + size_t(q0) * ld + size_t(h) * hd, ld, r.k, r.ld,
+                    0.0f, w.scores.data() + size_t(j) * qn * tile, tile);
             }
             online_softmax_tile(w.scores.data(), rows, n, tile, w.m.data(), w.l.data(),
                                 w.acc.data(), hd);
             for (int j = 0; j < rep; ++j)
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hd, n, 1.0f,
-                          w.scores.data() + size_t(j) * qn * tile, tile, r.v, r.ld, 1.0f,
-                          w.acc.data() + size_t(j) * qn * hd, hd);
+              sgemm(false, qn, hd, n, 1.0f, w.scores.data() + size_t(j) * qn * tile, tile, r.v,
+                    r.ld, 1.0f, w.acc.data() + size_t(j) * qn * hd, hd);
           }
         }
         for (int j = 0; j < rep; ++j) {

@@ -1,23 +1,62 @@
 #include "ops/linear.h"
 
-#include <cblas.h>
-
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
+
+#include "ops/gemm.h"
+#include "util/error.h"
+#include "util/half.h"
 
 namespace dllmq {
 
 namespace {
 
-// Output rows of W widened per panel: ~1 MiB of f32 so a panel stays in L2 while sgemm runs.
+// Output rows of W per work item: ~1 MiB of f32 so a widened panel stays in L2 while the GEMM
+// runs, and at least two items per thread on the d >= 1024 projections so a thread delayed by
+// a shared core does not hold the others at the join.
 int panel_rows(int in) {
   int r = (262144 / std::max(in, 1)) / 16 * 16;
   return std::clamp(r, 16, 1024);
 }
 
+// Per-thread scratch, grown once to the largest panel and kept (no allocation per call).
+struct LinearScratch {
+  std::vector<float> panel;
+  void reserve(size_t n) {
+    if (panel.size() < n) panel.resize(n);
+  }
+};
+
+// Activations of one call, rounded once (bf16 compute) and shared by every panel.
+struct InputScratch {
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+};
+
+void widen_panel(const Linear& l, size_t r0, size_t rows, bool round_bf16, float* dst) {
+  const size_t esz = dtype_size(l.w->dtype);
+  const auto* src = static_cast<const uint8_t*>(l.w->data) + r0 * l.in * esz;
+  const size_t n = rows * l.in;
+  if (l.w->dtype == DType::kF32 && round_bf16)
+    round_to_bf16(reinterpret_cast<const float*>(src), dst, n);
+  else
+    to_f32(l.w->dtype, src, dst, n);
+}
+
 }  // namespace
+
+ComputeDType parse_compute_dtype(const std::string& s) {
+  if (s == "fp32" || s == "f32" || s == "float32") return ComputeDType::kF32;
+  if (s == "bf16" || s == "bfloat16") return ComputeDType::kBF16;
+  fail("unknown compute dtype '{}': expected fp32 or bf16", s);
+}
+
+const char* compute_dtype_name(ComputeDType d) {
+  return d == ComputeDType::kBF16 ? "bf16" : "fp32";
+}
 
 void tensor_row_f32(const TensorView& t, int64_t row, int d, float* dst) {
   const auto* base = static_cast<const uint8_t*>(t.data) + row * d * dtype_size(t.dtype);
@@ -25,39 +64,66 @@ void tensor_row_f32(const TensorView& t, int64_t row, int d, float* dst) {
 }
 
 void blas_use_one_thread() {
-  // All parallelism is ours (panels, heads): OpenBLAS threading inside small products only
-  // adds fork/join barriers, which stall badly when the cores are shared.
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
+  (void)gemm_info();
+}  // selecting the backend sets it
+
+void round_to_bf16(const float* src, float* dst, size_t n) {
+  // Add half an ulp of bf16 (ties to even) and truncate: the f32 keeps only bf16's 8 mantissa
+  // bits. Branch-free so it vectorises; NaN/Inf never reach it (activations are finite).
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &src[i], 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    std::memcpy(&dst[i], &u, 4);
+  }
 }
 
-void linear(const float* x, int n, const Linear& l, float* y, int ldy) {
+void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDType dt) {
   if (ldy == 0) ldy = l.out;
+  if (n <= 0) return;
   const int out = l.out, in = l.in;
+  const bool bf16 = dt == ComputeDType::kBF16;
+  const bool native = bf16 && l.w->dtype == DType::kBF16 && gemm_info().bf16_native;
+  const bool widen = !native && (l.w->dtype != DType::kF32 || bf16);
   const int pr = panel_rows(in);
   const int n_panels = (out + pr - 1) / pr;
-  const size_t esz = dtype_size(l.w->dtype);
-  const bool widen = l.w->dtype != DType::kF32;
+
+  thread_local InputScratch xs;
+  const float* xa = x;
+  const uint16_t* xb = nullptr;
+  const size_t nx = size_t(n) * in;
+  if (native) {
+    if (xs.bf16.size() < nx) xs.bf16.resize(nx);
+    for (size_t i = 0; i < nx; ++i) xs.bf16[i] = f32_to_bf16(x[i]);
+    xb = xs.bf16.data();
+  } else if (bf16) {
+    if (xs.f32.size() < nx) xs.f32.resize(nx);
+    round_to_bf16(x, xs.f32.data(), nx);
+    xa = xs.f32.data();
+  }
+
   // Small products stay on one thread: a parallel region costs more than it saves there.
   const bool par = n_panels > 1 && double(n) * out * in > 4e6;
 #pragma omp parallel if (par)
   {
-    thread_local std::vector<float> panel;
-    if (widen && panel.size() < size_t(pr) * in) panel.resize(size_t(pr) * in);
+    thread_local LinearScratch s;
+    if (widen) s.reserve(size_t(pr) * in);
 #pragma omp for schedule(dynamic, 1)
     for (int p = 0; p < n_panels; ++p) {
       const int r0 = p * pr, rows = std::min(pr, out - r0);
-      const auto* src = static_cast<const uint8_t*>(l.w->data) + size_t(r0) * in * esz;
-      const float* w = reinterpret_cast<const float*>(src);
-      if (widen) {
-        to_f32(l.w->dtype, src, panel.data(), size_t(rows) * in);
-        w = panel.data();
+      if (native) {
+        const auto* w = static_cast<const uint16_t*>(l.w->data) + size_t(r0) * in;
+        gemm_bf16_nt(n, rows, in, xb, in, w, in, y + r0, ldy);
+        continue;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, in, 1.0f, x, in, w, in, 0.0f,
-                  y + r0, ldy);
+
+      const float* w = static_cast<const float*>(l.w->data) + size_t(r0) * in;
+      if (widen) {
+        widen_panel(l, r0, rows, bf16, s.panel.data());
+        w = s.panel.data();
+      }
+      sgemm(true, n, rows, in, 1.0f, xa, in, w, in, 0.0f, y + r0, ldy);
     }
   }
   if (l.b != nullptr) {
@@ -71,14 +137,17 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy) {
   }
 }
 
-void linear_ref(const float* x, int n, const Linear& l, float* y) {
-  std::vector<float> wrow(l.in), b(l.out, 0.0f);
+void linear_ref(const float* x, int n, const Linear& l, float* y, ComputeDType dt) {
+  const bool bf16 = dt == ComputeDType::kBF16;
+  std::vector<float> wrow(l.in), b(l.out, 0.0f), xr(x, x + size_t(n) * l.in);
+  if (bf16) round_to_bf16(xr.data(), xr.data(), xr.size());
   if (l.b) to_f32(l.b->dtype, l.b->data, b.data(), l.out);
   for (int o = 0; o < l.out; ++o) {
     tensor_row_f32(*l.w, o, l.in, wrow.data());
+    if (bf16) round_to_bf16(wrow.data(), wrow.data(), wrow.size());
     for (int i = 0; i < n; ++i) {
       double acc = b[o];
-      for (int k = 0; k < l.in; ++k) acc += double(x[size_t(i) * l.in + k]) * wrow[k];
+      for (int k = 0; k < l.in; ++k) acc += double(xr[size_t(i) * l.in + k]) * wrow[k];
       y[size_t(i) * l.out + o] = static_cast<float>(acc);
     }
   }

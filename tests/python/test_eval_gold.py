@@ -24,8 +24,9 @@
    `dllmq grid` over the same fake generator.
 5. generation: `dllmq eval -m` on a random tiny LLaDA (tools/make_tiny_checkpoint.py) with the
    repository tokenizer, base and --chat, checks the per-sample records (wiring only).
-6. sympy: tools/eval/math_equiv.py verdicts and exact_match_sympy through the CLI, when
-   --sympy-python has sympy + antlr4 4.11 (skipped otherwise).
+6. sympy: tools/eval/math_equiv.py (the long-lived MATH helper) in the project's .venv-eval, and
+   exact_match / math_verify through the CLI without flags (tests/python/test_lmeval_parity.py
+   compares them with lm-eval's, sample by sample).
 Data: $DLLMQ_SHARED_DATA or ../shared/data beside the repository; skipped (exit 0) if absent.
 The last line is "N passed, N failed"; the exit code is non-zero iff something failed.
 """
@@ -77,7 +78,6 @@ class Ctx:
         self.work = os.path.abspath(args.workdir)
         self.data = data
         self.workers = str(args.workers)
-        self.sympy_python = args.sympy_python
         os.makedirs(self.work, exist_ok=True)
 
     def path(self, *p):
@@ -161,10 +161,11 @@ def test_gold(c):
     gs_path = os.path.join(D, "gsm8k", "test.jsonl")
     gs = read_jsonl(gs_path)
     s, _ = c.score("gsm8k", gs_path, [{"task_id": i, "response": x["answer"]} for i, x in enumerate(gs)], "gsm8k_gold")
-    check(s["n"] == 1319 and s["strict_match"] == 1.0 and s["flexible_extract"] == 1.0,
+    check(s["n"] == 1319 and s["exact_match,strict-match"] == 1.0 and s["exact_match,flexible-extract"] == 1.0,
           "gsm8k gold answers 100% strict-match and flexible-extract")
     s, _ = c.score("gsm8k", gs_path, [{"task_id": i, "response": ""} for i in range(len(gs))], "gsm8k_empty")
-    check(s["strict_match"] == 0.0 and s["flexible_extract"] == 0.0, "gsm8k empty responses score 0")
+    check(s["exact_match,strict-match"] == 0.0 and s["exact_match,flexible-extract"] == 0.0,
+          "gsm8k empty responses score 0")
 
     for name, rel, extra, expect_bad in [("math", "math/test.jsonl", [], ["2269"]),
                                          ("math500", "math", ["--subset", "math500"], [])]:
@@ -173,14 +174,19 @@ def test_gold(c):
         rows = [{"task_id": i, "response": "We compute.\nFinal Answer: The final answer is $%s$. I hope it is correct."
                  % boxed(x["solution"]).replace("\n", " ")} for i, x in enumerate(docs)]
         s, d = c.score("math", os.path.join(D, rel), rows, name + "_gold", *extra)
-        check(failing(d, "exact_match") == expect_bad,
-              "%s gold answers: exact_match %.4f, failing %s (expected %s)" % (name, s["exact_match"],
-                                                                               failing(d, "exact_match"), expect_bad))
-        sym = s.get("exact_match_sympy")
-        check(sym is None or sym > 0.9, "%s exact_match_sympy %s%s" % (name, sym, " (%s)" % s.get("notes") if sym is None else ""))
-    s, _ = c.score("math", os.path.join(D, "math"), [{"task_id": i, "response": ""} for i in range(500)],
-                   "math_empty", "--subset", "math500", "--no-sympy")
-    check(s["exact_match"] == 0.0 and s["exact_match_sympy"] is None, "math empty responses score 0")
+        check(failing(d, "string_equiv") == expect_bad,
+              "%s gold answers: string_equiv %.4f, failing %s (expected %s)" % (name, s["string_equiv"],
+                                                                                failing(d, "string_equiv"), expect_bad))
+        sym = s.get("exact_match")
+        # lm-eval 0.4.8's math_verify parses the normalized gold without $...$, so LaTeX golds often
+        # do not parse: ~0.81 for gold = gold (as lm-eval itself scores it)
+        check(sym is not None and sym > 0.9 and (s.get("math_verify") or 0) > 0.75,
+              "%s gold answers: lm-eval's exact_match (sympy) %s, math_verify %s%s" %
+              (name, sym, s.get("math_verify"), " (%s)" % s.get("notes") if sym is None else ""))
+    s, _ = c.score("math", os.path.join(D, "math"), [{"task_id": i, "response": ""} for i in range(100)],
+                   "math_empty", "--subset", "math500")
+    check(s["exact_match"] == 0.0 and s["math_verify"] == 0.0 and s["string_equiv"] == 0.0,
+          "math empty responses score 0")
 
 
 def test_prompts(c):
@@ -261,10 +267,11 @@ def test_sandbox(c):
             os.remove(p)
     evil = {
         11: ("infinite loop", "while True:\n    pass", "timeout", ""),
-        12: ("fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+        # os.fork / subprocess.Popen are None under code_eval's reliability_guard; posix.* are not
+        12: ("fork bomb", "import posix\nwhile True:\n    try:\n        posix.fork()\n    except OSError:\n        pass",
              "timeout", ""),
-        13: ("setsid + orphaned child", "import os, subprocess\nos.setsid()\nsubprocess.Popen(['sleep', '1000'])\n"
-             "while True:\n    pass", "timeout", ""),
+        13: ("setsid + orphaned child", "import posix\nposix.setsid()\nif posix.fork() == 0:\n"
+             "    posix.execv('/bin/sleep', ['sleep', '1000'])\nwhile True:\n    pass", "timeout", ""),
         14: ("100 GB allocation", "x = bytearray(100 * 1024**3)", "failed", "MemoryError"),
         15: ("write outside the temp dir", "open(%r, 'w').write('x')" % outside, "failed", "Error"),
         16: ("read the harness's data", "print(open(%r).read()[:10])" % mb_path, "failed", "Error"),
@@ -351,8 +358,8 @@ def test_resume(c):
     check(sorted(ids, key=int) == [str(i) for i in range(40)] and len(ids) == 40,
           "resume: final JSONL has each of the 40 samples exactly once (%d lines)" % len(ids))
     summ = json.load(open(os.path.join(run_dir, "summary.json")))
-    check(summ["n"] == 40 and summ["strict_match"] == 1.0 and all(r["correct"] for r in rows),
-          "resume: summary n=40, strict_match 1.0")
+    check(summ["n"] == 40 and summ["exact_match,strict-match"] == 1.0 and all(r["correct"] for r in rows),
+          "resume: summary n=40, exact_match,strict-match 1.0")
     for k in ("prompt", "response", "extracted", "gold", "correct", "gen_s", "nfe", "kv_bytes"):
         if not check(k in rows[0], "resume: sample records carry '%s'" % k):
             break
@@ -364,7 +371,8 @@ def test_resume(c):
         subprocess.run(sb + ["--shard", sh], capture_output=True, check=True)
     p = subprocess.run([c.bin, "eval", "merge", shard_dir, "--json"], capture_output=True, text=True)
     m = json.loads(p.stdout) if p.returncode == 0 else {}
-    check(m.get("n") == 40 and m.get("flexible_extract") == 1.0, "shards 0/2 + 1/2 merged: n=%s" % m.get("n"))
+    check(m.get("n") == 40 and m.get("exact_match,flexible-extract") == 1.0,
+          "shards 0/2 + 1/2 merged: n=%s" % m.get("n"))
 
     grid_dir = c.path("grid_run")
     subprocess.run(["rm", "-rf", grid_dir])
@@ -374,30 +382,35 @@ def test_resume(c):
         json.dump(cfg, f)
     p = subprocess.run([c.bin, "grid", "--config", c.path("grid.json")], capture_output=True, text=True)
     g = json.load(open(os.path.join(grid_dir, "grid.json"))) if p.returncode == 0 else []
-    check(len(g) == 2 and all(r["summary"]["n"] == 5 and r["summary"]["strict_match"] == 1.0 for r in g),
+    check(len(g) == 2 and all(r["summary"]["n"] == 5 and r["summary"]["exact_match,strict-match"] == 1.0 for r in g),
           "grid: 2 points x 1 task, each a finished run (%s)" % p.stderr.strip()[-200:])
 
 
 def test_sympy(c):
-    """tools/eval/math_equiv.py on its own (needs sympy + antlr4-python3-runtime 4.11)."""
+    """tools/eval/math_equiv.py in .venv-eval (made by scripts/setup.sh), then through the CLI."""
     helper = os.path.join(ROOT, "tools", "eval", "math_equiv.py")
-    py = c.sympy_python
-    p = subprocess.run([py, helper, "--check"], capture_output=True, text=True)
-    if p.returncode != 0:
-        print("      skip sympy helper (%s): %s" % (py, p.stderr.strip()[-150:]))
+    py = os.environ.get("DLLMQ_EVAL_PYTHON") or os.path.join(ROOT, ".venv-eval", "bin", "python")
+    p = subprocess.run([py, "-I", helper, "--check"], capture_output=True, text=True) if os.path.exists(py) else None
+    if not check(p is not None and p.returncode == 0,
+                 "MATH scorer environment %s loads (scripts/setup.sh makes it): %s" %
+                 (py, (p.stdout + p.stderr).strip()[-200:] if p else "missing")):
         return
-    pairs = [("\\frac{1}{2}", "0.5", True), ("x+1", "1+x", True), ("2", "3", False),
-             ("\\sqrt{8}", "2\\sqrt{2}", True), ("[invalidanswer]", "3", False), ("(2,5)", "(2,5)", False)]
-    inp = "".join(json.dumps({"a": a, "b": b}) + "\n" for a, b, _ in pairs)
-    p = subprocess.run([py, helper], input=inp, capture_output=True, text=True, timeout=300)
-    got = [json.loads(x)["equiv"] for x in p.stdout.splitlines()]
-    check(got == [e for _, _, e in pairs], "sympy helper: minerva is_equiv verdicts %s" % got)
+    ready = json.loads(p.stdout.splitlines()[0])
+    check(ready["pin_mismatch"] == [], "MATH scorer versions = tools/eval/requirements.txt pins (%s)" % ready["versions"])
+    pairs = [("0.5", "\\frac{1}{2}", 1), ("x+1", "1+x", 1), ("2", "3", 0), ("2\\sqrt{2}", "\\sqrt{8}", 1),
+             ("[2,5)", "[2,5)", 0), ("(x+1)^2", "x^2+2x+1", 1)]
+    inp = "".join(json.dumps({"id": k, "response": "Final Answer: The final answer is $%s$. I hope it is correct." % a,
+                              "solution": "\\boxed{%s}" % b, "phases": ["equiv"]}) + "\n"
+                  for k, (a, b, _) in enumerate(pairs))
+    p = subprocess.run([py, "-I", helper], input=inp, capture_output=True, text=True, timeout=300)
+    got = [json.loads(x)["value"] for x in p.stdout.splitlines()[1:]]
+    check(got == [e for _, _, e in pairs], "MATH helper: minerva is_equiv verdicts %s" % got)
     resp = c.path("sympy_resp.jsonl")
     write_jsonl(resp, [{"task_id": 0, "response": "Final Answer: The final answer is $0.5$. I hope it is correct."}])
-    q = c.run("--task", "math", "--data", os.path.join(c.data, "math", "test.jsonl"), "--responses", resp, "--json",
-              "--python", py)
+    q = c.run("--task", "math", "--data", os.path.join(c.data, "math", "test.jsonl"), "--responses", resp, "--json")
     s = json.loads(q.stdout)
-    check(s["exact_match_sympy"] is not None, "math exact_match_sympy computed through the helper (%s)" % s)
+    check(s["exact_match"] is not None and s["math_verify"] is not None,
+          "math exact_match / math_verify computed through the helper without flags (%s)" % s)
 
 
 def test_generation(c):
@@ -438,11 +451,12 @@ def test_generation(c):
         run_dir = c.path("gen_run_" + task)
         shutil.rmtree(run_dir, ignore_errors=True)
         argv = [c.bin, "eval", "--task", task, "--data", data, "-m", model, "--out", run_dir, "--limit", "1",
-                "--gen-length", "16", "--block-length", "16", "--steps", "2", "--chat", "--no-sympy", "--json"]
+                "--gen-length", "16", "--block-length", "16", "--steps", "2", "--chat", "--json"]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
         rows = read_jsonl(os.path.join(run_dir, "samples.jsonl")) if p.returncode == 0 else []
         ok = len(rows) == 1 and rows[0]["nfe"] == 2 and rows[0]["prompt_tokens"] > 100 and \
-            os.path.isfile(os.path.join(run_dir, "summary.json"))
+            os.path.isfile(os.path.join(run_dir, "summary.json")) and \
+            all(v is not None for v in rows[0]["metrics"].values())
         check(ok, "generation run %s (tiny random LLaDA, --chat): 1 sample, NFE 2, summary written (%s)" %
               (task, p.stderr.strip()[-300:] if p.returncode else "ok"))
 
@@ -453,8 +467,6 @@ def main():
     ap.add_argument("--workdir", default="/tmp/dllmq_test_eval")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--only", default="gold,prompts,sandbox,resume,generation,sympy")
-    ap.add_argument("--sympy-python", default="/usr/bin/python3",
-                    help="interpreter with sympy + antlr4 4.11 for the sympy helper check")
     args = ap.parse_args()
     data = find_data()
     if data is None:

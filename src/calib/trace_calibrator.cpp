@@ -1,0 +1,341 @@
+#include "calib/trace_calibrator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace dllmq {
+
+namespace {
+
+// Reads one layer from the low-bit store and every other layer from the decoder's store: the
+// cache of a step with exactly one layer quantized (output-level sensitivity).
+class OneLayerQuantStore final : public KvStore {
+ public:
+  OneLayerQuantStore(const KvStore& exact, const KvStore& quant, int layer)
+      : exact_(exact), quant_(quant), layer_(layer) {}
+  void reset(int) override {}
+  void write(int, int, int, const float*, const float*) override {
+    fail("internal: the sensitivity probe never writes");
+  }
+  KvRows read(int layer, int g, int p0, int n, float* ks, float* vs) const override {
+    return (layer == layer_ ? quant_ : exact_).read(layer, g, p0, n, ks, vs);
+  }
+  int max_tile() const override { return KvRowSource::kDequantTile; }
+  KvBytes held() const override { return exact_.held(); }
+  size_t bytes_fp16() const override { return exact_.bytes_fp16(); }
+  std::string method() const override { return "probe"; }
+  std::string name() const override { return "probe"; }
+  int bits_k() const override { return quant_.bits_k(); }
+  int bits_v() const override { return quant_.bits_v(); }
+
+ private:
+  const KvStore& exact_;
+  const KvStore& quant_;
+  int layer_;
+};
+
+void log_softmax(const float* x, int n, std::vector<double>& out) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < n; ++i) m = std::max(m, double(x[i]));
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += std::exp(double(x[i]) - m);
+  const double ls = m + std::log(s);
+  out.resize(n);
+  for (int i = 0; i < n; ++i) out[i] = double(x[i]) - ls;
+}
+
+// The reveal set a step would choose among `conf` (threshold rule, else the top candidate).
+std::vector<int> reveal_set(const std::vector<double>& conf, std::optional<double> tau) {
+  std::vector<int> s;
+  if (conf.empty()) return s;
+  const int top = int(std::max_element(conf.begin(), conf.end()) - conf.begin());
+  s.push_back(top);
+  if (tau)
+    for (int i = 0; i < int(conf.size()); ++i)
+      if (i != top && conf[i] >= *tau) s.push_back(i);
+  std::sort(s.begin(), s.end());
+  return s;
+}
+
+}  // namespace
+
+const char* region_name(int r) {
+  static const char* kNames[] = {"prompt", "decoded_prefix", "active_block", "masked_suffix"};
+  return r >= 0 && r < kNumRegions ? kNames[r] : "?";
+}
+
+TraceCalibrator::TraceCalibrator(const ModelConfig& cfg, const RopeTable& rope,
+                                 TraceCalibOptions opt)
+    : cfg_(cfg), rope_(rope), opt_(std::move(opt)), kvd_(cfg.kv_dim()), hd_(cfg.head_dim) {
+  if (opt_.method != "kvquant" && opt_.method != "dllm-kvq")
+    fail("--method {}: expected kvquant or dllm-kvq", opt_.method);
+  if (!(opt_.budget >= 0.0 && opt_.budget <= 1.0))
+    fail("--budget {}: accepted range is [0, 1]", opt_.budget);
+  if (!(opt_.floor >= 0.0 && opt_.floor <= 1.0) || !(opt_.cap >= 1.0))
+    fail("--budget-floor {} / --budget-cap {}: floor in [0, 1], cap >= 1", opt_.floor, opt_.cap);
+  const int L = cfg.n_layers;
+  regions_.resize(L);
+  for (auto& per : regions_)
+    for (auto& r : per) {
+      r.k_min.assign(kvd_, std::numeric_limits<float>::infinity());
+      r.v_min.assign(kvd_, std::numeric_limits<float>::infinity());
+      r.k_max.assign(kvd_, -std::numeric_limits<float>::infinity());
+      r.v_max.assign(kvd_, -std::numeric_limits<float>::infinity());
+    }
+  shadow_k_.resize(L);
+  shadow_v_.resize(L);
+  if (opt_.method == "kvquant") kvq_ = std::make_unique<KvQuantCalibrator>(cfg, opt_.kvq);
+  if (opt_.method == "dllm-kvq") {
+    KiviConfig kc;
+    kc.bits_k = opt_.bits_k;
+    kc.bits_v = opt_.bits_v;
+    kc.group = opt_.group;
+    kivi_ = std::make_unique<KiviKvStore>(KvGeometry{L, cfg.n_kv_heads, hd_}, kc, rope_);
+    err_.resize(L);
+    score_sum_.assign(L, std::vector<double>(kvd_, 0.0));
+    score_pairs_.assign(L, 0.0);
+    sens_.resize(L);
+  }
+}
+
+TraceCalibrator::~TraceCalibrator() = default;
+
+void TraceCalibrator::begin_pair(int canvas_len, int prompt_len,
+                                 const std::vector<int32_t>& target) {
+  N_ = canvas_len;
+  P_ = prompt_len;
+  target_ = target;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    shadow_k_[l].assign(size_t(N_) * kvd_, 0.0f);
+    shadow_v_[l].assign(size_t(N_) * kvd_, 0.0f);
+  }
+  if (kivi_) {
+    kivi_->reset(N_);
+    for (auto& e : err_) e.assign(size_t(N_) * kvd_, 0.0f);
+  }
+}
+
+int TraceCalibrator::region_of(int pos) const {
+  if (pos < P_) return kPromptRegion;
+  if (active_.empty() || pos < active_.begin) return kPrefixRegion;
+  if (pos < active_.end) return kActiveRegion;
+  return kSuffixRegion;
+}
+
+void TraceCalibrator::on_forward(const ForwardArgs& a) {
+  if (a.pos0 + int(a.ids.size()) > N_) fail("internal: TRACE forward past the canvas");
+  active_ = a.active;
+  write_ = a.store ? a.write : PosRange{};
+  cached_ = a.cached;
+  store_ = a.store;
+}
+
+void TraceCalibrator::observe_row(int layer, int pos, const float* k, const float* v) {
+  RegionStats& r = regions_[layer][region_of(pos)];
+  ++r.rows;
+  for (int c = 0; c < kvd_; ++c) {
+    r.k_min[c] = std::min(r.k_min[c], k[c]);
+    r.k_max[c] = std::max(r.k_max[c], k[c]);
+    r.v_min[c] = std::min(r.v_min[c], v[c]);
+    r.v_max[c] = std::max(r.v_max[c], v[c]);
+  }
+  if (kvq_) kvq_->add_row(layer, pos, k, v);
+  if (layer == 0) ++rows_observed_;
+}
+
+void TraceCalibrator::on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) {
+  // The rows this forward reads: cached rows as the store holds them, then the fresh rows.
+  for (const PosRange& r : cached_)
+    for (int p = r.begin; p < r.end; ++p)
+      observe_row(layer, p, shadow_k_[layer].data() + size_t(p) * kvd_,
+                  shadow_v_[layer].data() + size_t(p) * kvd_);
+  for (int i = 0; i < n; ++i)
+    observe_row(layer, pos0 + i, k_pre + size_t(i) * kvd_, v + size_t(i) * kvd_);
+  if (write_.empty()) return;
+  // A refresh: the store now holds these rows; so do the shadow and the low-bit store.
+  const size_t off = size_t(write_.begin - pos0) * kvd_;
+  std::copy_n(k_pre + off, size_t(write_.size()) * kvd_,
+              shadow_k_[layer].begin() + size_t(write_.begin) * kvd_);
+  std::copy_n(v + off, size_t(write_.size()) * kvd_,
+              shadow_v_[layer].begin() + size_t(write_.begin) * kvd_);
+  if (!kivi_) return;
+  kivi_->write(layer, write_.begin, write_.size(), k_pre + off, v + off);
+  // Post-RoPE K error of the low-bit store on the written rows (the store's K is post-RoPE).
+  const int n_w = write_.size();
+  std::vector<float> ek(size_t(n_w) * hd_), ev(ek.size()), qk(ek.size()), qv(ek.size());
+  for (int g = 0; g < cfg_.n_kv_heads; ++g) {
+    const KvRows ex = store_->read(layer, g, write_.begin, n_w, ek.data(), ev.data());
+    const KvRows lo = kivi_->read(layer, g, write_.begin, n_w, qk.data(), qv.data());
+    for (int i = 0; i < n_w; ++i)
+      for (int c = 0; c < hd_; ++c)
+        err_[layer][size_t(write_.begin + i) * kvd_ + size_t(g) * hd_ + c] =
+            ex.k[size_t(i) * ex.ld + c] - lo.k[size_t(i) * lo.ld + c];
+  }
+}
+
+void TraceCalibrator::on_query(int layer, int pos0, int n, const float* q_rot) {
+  if (!kivi_ || cached_.empty()) return;  // only cached steps read quantized rows
+  const int a0 = std::max(active_.begin, pos0), a1 = std::min(active_.end, pos0 + n);
+  if (a1 <= a0) return;
+  const int rep = cfg_.n_heads / cfg_.n_kv_heads, qd = cfg_.n_heads * hd_;
+  std::vector<double>& sum = score_sum_[layer];
+  int64_t n_cached = 0;
+  for (const PosRange& r : cached_) n_cached += r.size();
+  for (int qi = a0; qi < a1; ++qi) {
+    const float* q = q_rot + size_t(qi - pos0) * qd;
+    for (int h = 0; h < cfg_.n_heads; ++h) {
+      const int g = h / rep;
+      const float* qh = q + size_t(h) * hd_;
+      double* sg = sum.data() + size_t(g) * hd_;
+      for (const PosRange& r : cached_)
+        for (int p = r.begin; p < r.end; ++p) {
+          const float* e = err_[layer].data() + size_t(p) * kvd_ + size_t(g) * hd_;
+          for (int c = 0; c < hd_; ++c) {
+            const double t = double(qh[c]) * e[c];
+            sg[c] += t * t;
+          }
+        }
+    }
+  }
+  score_pairs_[layer] += double(a1 - a0) * rep * double(n_cached);
+}
+
+void TraceCalibrator::after_forward(Model& m, const ForwardArgs& f, const float* logits) {
+  if (!kivi_ || !opt_.sensitivity || f.cached.empty() || f.logits.empty()) return;
+  const int V = cfg_.vocab_size, shift = cfg_.logits_shift, nl = f.logits.size();
+  // Candidate rows: raw rows predicting a masked position of the active block.
+  std::vector<int> rows, pos;
+  for (int r = f.logits.begin; r < f.logits.end; ++r) {
+    const int p = r + shift;
+    if (p < f.active.begin || p >= f.active.end || p - f.pos0 >= int(f.ids.size())) continue;
+    if (f.ids[p - f.pos0] != cfg_.mask_id) continue;
+    rows.push_back(r - f.logits.begin);
+    pos.push_back(p);
+  }
+  if (rows.empty()) return;
+  std::vector<std::vector<double>> ref(rows.size());
+  std::vector<double> conf_ref(rows.size()), conf_q(rows.size()), lq;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    log_softmax(logits + size_t(rows[i]) * V, V, ref[i]);
+    conf_ref[i] = std::exp(ref[i][target_[pos[i] - P_]]);
+  }
+  const std::vector<int> chosen = reveal_set(conf_ref, opt_.threshold);
+  std::vector<float> buf(size_t(nl) * V);
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    OneLayerQuantStore mix(*f.store, *kivi_, l);
+    ForwardArgs g = f;
+    g.store = &mix;
+    g.observer = nullptr;
+    m.forward(g, buf.data());
+    LayerSensitivity& s = sens_[l];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      log_softmax(buf.data() + size_t(rows[i]) * V, V, lq);
+      double kl = 0.0;
+      for (int t = 0; t < V; ++t) kl += std::exp(ref[i][t]) * (ref[i][t] - lq[t]);
+      s.kl_sum += std::max(kl, 0.0);
+      ++s.kl_rows;
+      conf_q[i] = std::exp(lq[target_[pos[i] - P_]]);
+    }
+    s.changed += reveal_set(conf_q, opt_.threshold) != chosen;
+    ++s.steps;
+  }
+}
+
+std::vector<std::vector<double>> TraceCalibrator::channel_scores() const {
+  std::vector<std::vector<double>> out(score_sum_.size());
+  for (size_t l = 0; l < out.size(); ++l) {
+    out[l] = score_sum_[l];
+    if (score_pairs_[l] > 0)
+      for (double& x : out[l]) x /= score_pairs_[l];
+  }
+  return out;
+}
+
+CalibArtifact TraceCalibrator::finish() const {
+  if (kvq_) return kvq_->finish();
+  const int L = cfg_.n_layers;
+  CalibArtifact a;
+  a.method = "dllm-kvq";
+  a.fisher = "none";
+  a.bits_k = opt_.bits_k;
+  a.bits_v = opt_.bits_v;
+  a.sink = 0;
+  a.outlier_percent = 0.0;
+  // Budget split: shares follow the mean active-block KL of quantizing each layer alone,
+  // clamped to [floor, cap] x the uniform share and scaled to the total (bisection on the scale).
+  const double total = std::round(opt_.budget * L * kvd_);
+  const double u = total / L;
+  std::vector<double> w(L);
+  double wsum = 0.0;
+  for (int l = 0; l < L; ++l) {
+    w[l] = sens_[l].mean_kl();
+    if (!std::isfinite(w[l]) || w[l] < 0.0) fail("calibrate: layer {} sensitivity is {}", l, w[l]);
+    wsum += w[l];
+  }
+  if (!(wsum > 0.0)) std::fill(w.begin(), w.end(), 1.0), wsum = L;
+  auto shares = [&](double alpha) {
+    std::vector<double> s(L);
+    for (int l = 0; l < L; ++l)
+      s[l] = std::clamp(alpha * total * w[l] / wsum, opt_.floor * u,
+                        std::min(opt_.cap * u, double(kvd_)));
+    return s;
+  };
+  const auto sum_at = [&](double alpha) {
+    const std::vector<double> s = shares(alpha);
+    return std::accumulate(s.begin(), s.end(), 0.0);
+  };
+  double lo = 0.0, hi = 1.0;
+  while (sum_at(hi) < total && hi < 1e9) hi *= 2;
+  for (int it = 0; it < 100; ++it) {
+    const double mid = (lo + hi) / 2;
+    (sum_at(mid) < total ? lo : hi) = mid;
+  }
+  const auto share = shares(hi);
+  // Round, then hand out what rounding lost (or took) by largest remainder.
+  std::vector<int> n(L);
+  int assigned = 0;
+  for (int l = 0; l < L; ++l)
+    assigned += (n[l] = std::clamp(int(std::floor(share[l])), 0, kvd_));
+  std::vector<int> order(L);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    return share[x] - std::floor(share[x]) > share[y] - std::floor(share[y]);
+  });
+  for (int i = 0; assigned < int(total) && i < 4 * L; ++i) {
+    const int l = order[i % L];
+    if (n[l] < kvd_) ++n[l], ++assigned;
+  }
+  const auto scores = channel_scores();
+  std::string kl_list, changed_list, share_list;
+  for (int l = 0; l < L; ++l) {
+    CalibLayer cl;
+    std::vector<int> idx(kvd_);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](int x, int y) { return scores[l][x] > scores[l][y]; });
+    cl.k_fp16_channels.assign(idx.begin(), idx.begin() + n[l]);
+    std::sort(cl.k_fp16_channels.begin(), cl.k_fp16_channels.end());
+    cl.k_channel_scores.assign(scores[l].begin(), scores[l].end());
+    a.layers.push_back(std::move(cl));
+    kl_list += fmt::format("{}{:.6g}", l ? "," : "", sens_[l].mean_kl());
+    changed_list += fmt::format("{}{}/{}", l ? "," : "", sens_[l].changed, sens_[l].steps);
+    share_list += fmt::format("{}{}", l ? "," : "", n[l]);
+  }
+  a.extra["kv_group"] = std::to_string(opt_.group);
+  a.extra["budget"] = fmt::format("{}", opt_.budget);
+  a.extra["budget_floor"] = fmt::format("{}", opt_.floor);
+  a.extra["budget_cap"] = fmt::format("{}", opt_.cap);
+  a.extra["layer_kl"] = kl_list;
+  a.extra["layer_changed_decisions"] = changed_list;
+  a.extra["layer_fp16_channels"] = share_list;
+  a.extra["score"] = "E[(q_c (k_c - kivi(k_c)))^2], unweighted";
+  return a;
+}
+
+}  // namespace dllmq

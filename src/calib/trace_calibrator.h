@@ -1,0 +1,105 @@
+// TRACE calibration (METHODS.md §3-4): observes the states a teacher-forced reveal trajectory
+// actually produces through the real block driver and cache policy, and turns them into what a
+// method needs.
+//
+// Per forward and layer it sees the rows that step read: stale cached rows as the store holds
+// them (a pre-RoPE shadow of what the refresh wrote) and the fresh rows as computed, labelled by
+// region (prompt / decoded prefix / active block / masked suffix). From these:
+//   kvquant  - the rows feed KVQuant's statistics (thresholds, codebooks), so "trace"
+//              calibration sees every row as often as decoding reads it;
+//   dllm-kvq - attention-level channel scores E[(q_c (k_c - kivi(k_c)))^2] over the active
+//              block's queries and the cached rows they attend to; output-level layer
+//              sensitivities from re-running each cached step with one layer's cache quantized
+//              (active-block KL, changed reveal decisions); the budget split across layers with
+//              floor and cap; the channel choice.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/kivi_kv_store.h"
+#include "calib/kvquant_calibrator.h"
+#include "decode/generate.h"
+
+namespace dllmq {
+
+struct TraceCalibOptions {
+  std::string method = "kvquant";  // kvquant | dllm-kvq
+  KvQuantCalibOptions kvq;         // kvquant: bits, outliers, sink, reservoir
+  int bits_k = 2, bits_v = 2;      // dllm-kvq: the KIVI codec of its store
+  int group = 32;
+  double budget = 0.05;  // share of all K channels kept at fp16
+  double floor = 0.25;   // per-layer share bounds, relative to the uniform share
+  double cap = 4.0;
+  std::optional<double> threshold;  // the schedule's tau (changed-decision rule), else top-1
+  bool sensitivity = true;          // output-level pass (one extra forward per layer per step)
+};
+
+enum Region { kPromptRegion, kPrefixRegion, kActiveRegion, kSuffixRegion, kNumRegions };
+const char* region_name(int r);
+
+class TraceCalibrator final : public LayerObserver, public StepProbe {
+ public:
+  TraceCalibrator(const ModelConfig& cfg, const RopeTable& rope, TraceCalibOptions opt);
+  ~TraceCalibrator() override;
+
+  // Starts a pair: canvas length, prompt length and the reference ids of the generated part.
+  void begin_pair(int canvas_len, int prompt_len, const std::vector<int32_t>& target);
+
+  void on_forward(const ForwardArgs& a) override;
+  void on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) override;
+  void on_query(int layer, int pos0, int n, const float* q_rot) override;
+  void on_layer(int, int, int, const float*, const float*, const float*) override {}
+  void after_forward(Model& m, const ForwardArgs& f, const float* logits) override;
+
+  CalibArtifact finish() const;
+
+  // Per layer and region: rows observed and the mean over channels of the pre-RoPE K and V
+  // ranges (max - min) seen there.
+  struct RegionStats {
+    int64_t rows = 0;
+    std::vector<float> k_min, k_max, v_min, v_max;
+  };
+  const std::vector<std::array<RegionStats, kNumRegions>>& region_stats() const { return regions_; }
+  struct LayerSensitivity {
+    double kl_sum = 0.0;
+    int64_t kl_rows = 0;
+    int64_t changed = 0, steps = 0;
+    double mean_kl() const { return kl_rows ? kl_sum / double(kl_rows) : 0.0; }
+  };
+  const std::vector<LayerSensitivity>& sensitivity() const { return sens_; }
+  // Attention-level score of every K channel (flattened kv_head * head_dim + c) per layer.
+  std::vector<std::vector<double>> channel_scores() const;
+  int64_t rows_observed() const { return rows_observed_; }
+
+ private:
+  int region_of(int pos) const;
+  void observe_row(int layer, int pos, const float* k, const float* v);
+
+  const ModelConfig& cfg_;
+  const RopeTable& rope_;
+  TraceCalibOptions opt_;
+  int kvd_, hd_;
+  // The current pair and forward.
+  int N_ = 0, P_ = 0;
+  std::vector<int32_t> target_;
+  PosRange active_, write_;
+  std::vector<PosRange> cached_;
+  const KvStore* store_ = nullptr;
+  // Pre-RoPE shadow of what the decoder's store holds: [layer][pos][kvd].
+  std::vector<std::vector<float>> shadow_k_, shadow_v_;
+  std::unique_ptr<KvQuantCalibrator> kvq_;
+  std::vector<std::array<RegionStats, kNumRegions>> regions_;
+  int64_t rows_observed_ = 0;
+  // dllm-kvq.
+  std::unique_ptr<KiviKvStore> kivi_;          // the low-bit store, written with the refreshes
+  std::vector<std::vector<float>> err_;         // [layer][pos][kvd] post-RoPE K - kivi(K)
+  std::vector<std::vector<double>> score_sum_;  // [layer][kvd]
+  std::vector<double> score_pairs_;             // [layer] (query, cached row) pairs
+  std::vector<LayerSensitivity> sens_;
+};
+
+}  // namespace dllmq

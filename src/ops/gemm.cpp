@@ -1,0 +1,309 @@
+#include "ops/gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+
+#ifdef DLLMQ_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace dllmq {
+
+namespace {
+
+std::string cpu_best_isa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16")) return "avx512_bf16";
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+  if (__builtin_cpu_supports("avx")) return "avx";
+  return "sse";
+}
+
+bool cpu_has_avx2() {
+  return cpu_best_isa() != "avx" && cpu_best_isa() != "sse";
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// OpenBLAS's DYNAMIC_ARCH picks a kernel set by CPU model; anything older than Haswell's on a
+// CPU with AVX2+FMA means the model was not in its table (e.g. 0.3.21 on Emerald Rapids runs
+// "Prescott", SSE3: ~5x slower sgemm).
+GemmInfo probe_openblas() {
+  GemmInfo i;
+  i.lib = GemmLib::kOpenBlas;
+  i.name = "OpenBLAS";
+  if (const char* cfg = openblas_get_config()) {
+    // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64": keep the version.
+    const std::string c = cfg;
+    const size_t sp = c.find(' ', 9);
+    i.name = c.substr(0, sp);
+  }
+  i.isa = openblas_get_corename() ? openblas_get_corename() : "unknown";
+  i.cpu_isa = cpu_best_isa();
+  const std::string core = lower(i.isa);
+  static const char* kTuned[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
+  const bool tuned =
+      std::any_of(std::begin(kTuned), std::end(kTuned), [&](const char* t) { return core == t; });
+  i.generic = cpu_has_avx2() && !tuned;
+  return i;
+}
+
+#ifdef DLLMQ_HAVE_ONEDNN
+const char* dnnl_isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic:
+      return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "generic";
+  }
+}
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+using MatmulKey = std::tuple<int, int, int, int, int, int>;  // m, n, k, lda, ldb, ldc
+
+// bf16 [m, k] x bf16 [n, k]^T -> f32 [m, n]: a matmul primitive per shape, created on first use
+// (per thread: primitives are reentrant but the map is not shared, so no lock on the hot path).
+dnnl::matmul::primitive_desc bf16_matmul_pd(int m, int n, int k, int lda, int ldb, int ldc) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc a({m, k}, dt::bf16, {lda, 1});
+  const dnnl::memory::desc b({k, n}, dt::bf16, {1, ldb});  // B^T of a row-major [n, k]
+  const dnnl::memory::desc c({m, n}, dt::f32, {ldc, 1});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), dnnl_engine());
+}
+
+void run_bf16_matmul(int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b, int ldb,
+                     float* c, int ldc) {
+  thread_local std::map<MatmulKey, std::pair<dnnl::matmul, dnnl::matmul::primitive_desc>> cache;
+  thread_local dnnl::stream stream(dnnl_engine());
+  const MatmulKey key{m, n, k, lda, ldb, ldc};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    auto pd = bf16_matmul_pd(m, n, k, lda, ldb, ldc);
+    it = cache.emplace(key, std::make_pair(dnnl::matmul(pd), pd)).first;
+  }
+  const auto& pd = it->second.second;
+  dnnl::memory am(pd.src_desc(), dnnl_engine(), const_cast<uint16_t*>(a));
+  dnnl::memory bm(pd.weights_desc(), dnnl_engine(), const_cast<uint16_t*>(b));
+  dnnl::memory cm(pd.dst_desc(), dnnl_engine(), c);
+  it->second.first.execute(stream,
+                           {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+}
+
+GemmInfo probe_onednn() {
+  GemmInfo i;
+  i.lib = GemmLib::kOneDnn;
+  const dnnl_version_t* v = dnnl_version();
+  i.name = fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  i.isa = dnnl_isa_name(isa);
+  i.cpu_isa = cpu_best_isa();
+  i.generic =
+      isa == dnnl_cpu_isa_all || (cpu_has_avx2() && (isa & dnnl_cpu_isa_avx2) != dnnl_cpu_isa_avx2);
+  // bf16 products are worth it only on a JIT kernel with bf16 dot products; elsewhere oneDNN
+  // runs a reference loop and widening to f32 is much faster.
+  if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16) {
+    try {
+      const std::string impl = bf16_matmul_pd(32, 256, 256, 256, 256, 256).impl_info_str();
+      i.bf16_native = impl.find("ref") == std::string::npos;
+    } catch (const dnnl::error&) {
+      i.bf16_native = false;
+    }
+  }
+  return i;
+}
+#endif
+
+GemmInfo select_backend() {
+  const char* env = std::getenv("DLLMQ_GEMM");
+  const std::string want = env ? lower(env) : "";
+  GemmInfo ob = probe_openblas();
+#ifdef DLLMQ_HAVE_ONEDNN
+  GemmInfo dn = probe_onednn();
+  if (want == "openblas") {
+    ob.why = "DLLMQ_GEMM=openblas";
+    return ob;
+  }
+  if (want == "onednn") {
+    dn.why = "DLLMQ_GEMM=onednn";
+    return dn;
+  }
+  if (!dn.generic) {
+    dn.why = fmt::format(
+        "JIT for the instruction set ({}){}", dn.isa,
+        ob.generic ? fmt::format("; OpenBLAS would run its generic '{}' kernels", ob.isa) : "");
+    return dn;
+  }
+  if (!ob.generic) {
+    ob.why =
+        fmt::format("oneDNN has no tuned kernel here ({}), OpenBLAS does ({})", dn.isa, ob.isa);
+    return ob;
+  }
+  dn.why = "no library has kernels tuned for this CPU";
+  return dn;
+#else
+  ob.why = want == "onednn" ? "DLLMQ_GEMM=onednn, but oneDNN is not compiled in"
+                            : "the only library compiled in";
+  return ob;
+#endif
+}
+
+GemmInfo& backend() {
+  static GemmInfo info = [] {
+    // All parallelism is ours (panels, heads). OpenBLAS-openmp's openblas_set_num_threads() also
+    // calls omp_set_num_threads(): left alone it silently made every OpenMP region of the engine
+    // single-threaded (one core busy of two). Keep the OpenMP thread count as it was.
+    const int omp_threads = omp_get_max_threads();
+    openblas_set_num_threads(1);
+    omp_set_num_threads(omp_threads);
+    GemmInfo i = select_backend();
+    if (i.generic)
+      fmt::print(stderr,
+                 "dllmq: warning: GEMM backend {} runs generic '{}' kernels on this CPU (it has "
+                 "{}): expect several times lower speed ({})\n",
+                 i.name, i.isa, i.cpu_isa, i.why);
+    return i;
+  }();
+  return info;
+}
+
+}  // namespace
+
+const GemmInfo& gemm_info() {
+  return backend();
+}
+
+bool gemm_available(GemmLib lib) {
+#ifdef DLLMQ_HAVE_ONEDNN
+  return true;
+#else
+  return lib == GemmLib::kOpenBlas;
+#endif
+}
+
+const char* gemm_lib_name(GemmLib lib) {
+  return lib == GemmLib::kOneDnn ? "onednn" : "openblas";
+}
+
+void gemm_select(GemmLib lib) {
+  GemmInfo& b = backend();
+  if (b.lib == lib || !gemm_available(lib)) return;
+#ifdef DLLMQ_HAVE_ONEDNN
+  b = lib == GemmLib::kOneDnn ? probe_onednn() : probe_openblas();
+  b.why = "selected by the caller";
+#endif
+}
+
+int gemm_threads() {
+  return omp_get_max_threads();
+}
+
+void pin_threads() {
+  static int pinned_for = 0;
+  const int nt = omp_get_max_threads();
+  if (pinned_for == nt) return;
+  pinned_for = nt;
+  if (const char* e = std::getenv("DLLMQ_PIN"); e && std::strcmp(e, "0") == 0) return;
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  if (int(cpus.size()) < nt || nt < 2) return;  // oversubscribed or serial: leave it to the OS
+#pragma omp parallel num_threads(nt)
+  {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[omp_get_thread_num()], &one);
+    sched_setaffinity(0, sizeof(one), &one);
+  }
+}
+
+void sgemm(bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc) {
+  if (m <= 0 || n <= 0) return;
+#ifdef DLLMQ_HAVE_ONEDNN
+  if (backend().lib == GemmLib::kOneDnn) {
+    dnnl_sgemm('N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+              lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_bf16_nt(int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b, int ldb,
+                  float* c, int ldc) {
+#ifdef DLLMQ_HAVE_ONEDNN
+  if (m > 0 && n > 0) run_bf16_matmul(m, n, k, a, lda, b, ldb, c, ldc);
+#else
+  (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
+#endif
+}
+
+bool gemm_bf16_nt_onednn(int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b,
+                         int ldb, float* c, int ldc) {
+#ifdef DLLMQ_HAVE_ONEDNN
+  try {
+    gemm_bf16_nt(m, n, k, a, lda, b, ldb, c, ldc);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;  // no bf16 matmul at all on this CPU (oneDNN 2.x needs AVX-512 for bf16)
+  }
+#else
+  return false;
+#endif
+}
+
+void sgemm_ref(bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) {
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int t = 0; t < k; ++t)
+        acc += double(a[size_t(i) * lda + t]) *
+               (trans_b ? b[size_t(j) * ldb + t] : b[size_t(t) * ldb + j]);
+      float& cij = c[size_t(i) * ldc + j];
+      cij = static_cast<float>(alpha * acc + (beta == 0.0f ? 0.0 : double(beta) * cij));
+    }
+}
+
+}  // namespace dllmq

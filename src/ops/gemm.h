@@ -1,0 +1,62 @@
+// Row-major GEMM behind one interface. The library is chosen once, at first use, from what the
+// CPU can run (its instruction set), never from a CPU-model table: Debian's OpenBLAS 0.3.21
+// picks kernels by CPU model and silently falls back to SSE3 ("Prescott") ones on CPUs it does
+// not know, 2.4x slower end to end. oneDNN JIT-compiles its kernels for the instruction set
+// CPUID reports, so a new CPU gets its vector units. The choice and the instruction set the
+// kernels dispatched to are reported (gemm_info()), and a generic path is said on stderr.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dllmq {
+
+enum class GemmLib { kOneDnn, kOpenBlas };
+
+struct GemmInfo {
+  GemmLib lib = GemmLib::kOpenBlas;
+  std::string name;      // "oneDNN 2.6.3" / "OpenBLAS 0.3.21"
+  std::string isa;       // instruction set its kernels run: "avx2", "avx512_core_bf16", "Haswell"
+  std::string cpu_isa;   // best vector ISA the CPU itself has (what a tuned library would use)
+  bool generic = false;  // the kernels do not use the CPU's vector units (slow path)
+  bool bf16_native = false;  // bf16 x bf16 -> f32 products run on a JIT kernel (AVX512-BF16/AMX)
+  std::string why;           // one line: why this library was chosen
+};
+
+// The backend in use (selected on first call; DLLMQ_GEMM=onednn|openblas forces one).
+const GemmInfo& gemm_info();
+// Forces a library (tests, benchmarks). Not thread-safe against running GEMMs.
+void gemm_select(GemmLib lib);
+// Whether a library is compiled in (oneDNN is optional at build time).
+bool gemm_available(GemmLib lib);
+const char* gemm_lib_name(GemmLib lib);
+
+// Threads of the engine's parallel regions (OpenMP), as reported next to the backend.
+int gemm_threads();
+// Binds each OpenMP thread to one CPU of the process's affinity mask (thread i -> i-th CPU) when
+// there are at least as many CPUs as threads; DLLMQ_PIN=0 disables. Idempotent per thread count.
+void pin_threads();
+
+// C[m, n] = alpha * A[m, k] * op(B) + beta * C. op(B) = B^T with B: [n, k] when trans_b, else
+// B: [k, n]. All row-major with leading dimensions in elements. Runs on the calling thread when
+// called inside a parallel region; library threads are never started by it (the engine
+// parallelises around GEMMs: small products pay more for a fork/join than they gain).
+void sgemm(bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc);
+
+// C[m, n] = A[m, k] * B[n, k]^T, bf16 inputs (raw uint16 bit patterns), f32 accumulation and
+// output. Only valid when gemm_info().bf16_native (oneDNN matmul on AVX512-BF16 / AMX).
+void gemm_bf16_nt(int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b, int ldb,
+                  float* c, int ldc);
+
+// The same through oneDNN whatever the backend (its reference kernel where no JIT one exists), so
+// tests check the native path's numerics. False without oneDNN or where it has no bf16 matmul at
+// all (oneDNN 2.x on CPUs without AVX-512).
+bool gemm_bf16_nt_onednn(int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b,
+                         int ldb, float* c, int ldc);
+
+// Scalar reference (double accumulation) for tests.
+void sgemm_ref(bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc);
+
+}  // namespace dllmq
