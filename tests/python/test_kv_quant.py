@@ -480,8 +480,13 @@ def check_json(res, case, got, m, hook, ck):
                 xk, xv = bk + 32.0 / G, bv + 32.0 / min(G, m.hd)
                 if abs(ek - xk) > 1e-6 or abs(ev - xv) > 1e-6:
                     probs.append("effective bits %r/%r, expected %g/%g" % (ek, ev, xk, xv))
-            elif not (bk <= ek <= 32 and bv <= ev <= 32):
-                probs.append("effective bits %r/%r outside [%d, 32]/[%d, 32]" % (ek, ev, bk, bv))
+            else:
+                # f32 tail rows cost 32 bits; dLLM-KVQ also keeps its fp16 channel values for
+                # them (written for every row), so its K can exceed 32 on tiny canvases.
+                top_k = 48 if meth == "dllm-kvq" else 32
+                if not (bk <= ek <= top_k and bv <= ev <= 32):
+                    probs.append("effective bits %r/%r outside [%d, %d]/[%d, 32]" % (
+                        ek, ev, bk, top_k, bv))
             kb = got.get("kv_bytes")
             if rows is not None and isinstance(kb, (int, float)):
                 want = (ek + ev) * rows * m.n_layers * kvd
