@@ -54,10 +54,10 @@ class KiviKvStore final : public KvStore {
   size_t kb_ = 0, vb_ = 0;  // packed bytes per K / V row
   int cap_ = 0, n_groups_ = 0;
   // Raw arrays, default-initialised: pages of rows never written cost no memory.
-  std::unique_ptr<uint8_t[]> k_codes_;     // [layer][head][pos][kb_]
-  std::unique_ptr<uint16_t[]> k_params_;   // [layer][head][group][2][hd] fp16 scale, zero
-  std::unique_ptr<uint8_t[]> v_codes_;     // [layer][head][pos][vb_]
-  std::unique_ptr<uint16_t[]> v_params_;   // [layer][head][pos][2][hd / gv] fp16 scale, zero
+  std::unique_ptr<uint8_t[]> k_codes_;            // [layer][head][pos][kb_]
+  std::unique_ptr<uint16_t[]> k_params_;          // [layer][head][group][2][hd] fp16 scale, zero
+  std::unique_ptr<uint8_t[]> v_codes_;            // [layer][head][pos][vb_]
+  std::unique_ptr<uint16_t[]> v_params_;          // [layer][head][pos][2][hd / gv] fp16 scale, zero
   std::vector<std::unique_ptr<float[]>> k_full_;  // [layer][head][group] -> [G, hd] f32
   std::vector<std::vector<uint16_t>> hp_vals_;    // [layer][head] -> [pos][n_channels] fp16
   std::vector<uint8_t> written_, full_;           // [layer][pos]

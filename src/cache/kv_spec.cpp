@@ -26,8 +26,8 @@ void check_bits(const char* flag, int b) {
 
 // "layer:head:channel,..." -> [layer][head] channel lists.
 std::vector<std::vector<std::vector<int>>> parse_channels(const std::string& spec, KvGeometry geo) {
-  std::vector<std::vector<std::vector<int>>> out(
-      geo.n_layers, std::vector<std::vector<int>>(geo.n_kv_heads));
+  std::vector<std::vector<std::vector<int>>> out(geo.n_layers,
+                                                 std::vector<std::vector<int>>(geo.n_kv_heads));
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -61,8 +61,9 @@ void validate_kv_spec(const KvSpec& s) {
   if (s.method == "kvquant" && s.calib.empty())
     fail("--kv kvquant needs --calib FILE (make one with `dllmq calibrate --method kvquant`)");
   if (s.method == "dllm-kvq" && s.calib.empty() && s.channels.empty())
-    fail("--kv dllm-kvq needs its fp16 K channels: --calib FILE (a dllm-kvq artifact) or "
-         "--kv-channels layer:head:channel,...");
+    fail(
+        "--kv dllm-kvq needs its fp16 K channels: --calib FILE (a dllm-kvq artifact) or "
+        "--kv-channels layer:head:channel,...");
   if (s.method == "dllm-kvq" && !s.calib.empty() && !s.channels.empty())
     fail("--kv-channels and --calib both give dllm-kvq channels; give one");
   if (!s.channels.empty() && s.method != "dllm-kvq")

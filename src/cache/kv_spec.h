@@ -11,11 +11,11 @@ namespace dllmq {
 
 struct KvSpec {
   std::string method = "fp32";  // fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq
-  int bits_k = 0;               // 0: the method's default (KIVI/dLLM-KVQ 2, KVQuant: the artifact's)
+  int bits_k = 0;  // 0: the method's default (KIVI/dLLM-KVQ 2, KVQuant: the artifact's)
   int bits_v = 0;
-  int group = 32;               // KIVI/dLLM-KVQ group size G
-  std::string calib;            // calibration artifact (kvquant: required; dllm-kvq: channels)
-  std::string channels;         // dllm-kvq: explicit fp16 K channels "layer:head:channel,..."
+  int group = 32;        // KIVI/dLLM-KVQ group size G
+  std::string calib;     // calibration artifact (kvquant: required; dllm-kvq: channels)
+  std::string channels;  // dllm-kvq: explicit fp16 K channels "layer:head:channel,..."
   bool quantized() const { return method == "kivi" || method == "kvquant" || method == "dllm-kvq"; }
 };
 

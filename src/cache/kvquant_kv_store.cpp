@@ -64,8 +64,9 @@ KvQuantKvStore::KvQuantKvStore(KvGeometry geo, const CalibArtifact& a, const Rop
 }
 
 std::string KvQuantKvStore::name() const {
-  return fmt::format("kvquant-k{}v{}-{}-{}{}", bits_k_, bits_v_, fmt::format("{}pct", outlier_percent_),
-                     trajectory_, fisher_ == "none" ? "-noF" : "-fisher");
+  return fmt::format("kvquant-k{}v{}-{}-{}{}", bits_k_, bits_v_,
+                     fmt::format("{}pct", outlier_percent_), trajectory_,
+                     fisher_ == "none" ? "-noF" : "-fisher");
 }
 
 void KvQuantKvStore::reset(int n_positions) {
@@ -223,8 +224,8 @@ KvBytes KvQuantKvStore::held() const {
     for (int g = 0; g < H; ++g) {
       const size_t base = lh(l, g);
       b.k += q_rows * kb_ + sink_rows * size_t(hd) * 2 + k_out_[base].ent.size() * 4 + rows * 4;
-      b.v += q_rows * (vb_ + 4) + sink_rows * size_t(hd) * 2 + v_out_[base].ent.size() * 4 +
-             rows * 4;
+      b.v +=
+          q_rows * (vb_ + 4) + sink_rows * size_t(hd) * 2 + v_out_[base].ent.size() * 4 + rows * 4;
     }
   }
   return b;

@@ -53,9 +53,10 @@ std::vector<CalibPair> read_calib_pairs(const std::string& path, const PairToken
       const char* pk = j.contains("prompt") ? "prompt" : "question";
       if (!j.contains(pk) || !j[pk].is_string() || !j.contains("answer") ||
           !j["answer"].is_string())
-        fail("{}: expected string fields 'prompt' (or 'question') and 'answer', or "
-             "'prompt_ids'/'answer_ids'",
-             where);
+        fail(
+            "{}: expected string fields 'prompt' (or 'question') and 'answer', or "
+            "'prompt_ids'/'answer_ids'",
+            where);
       if (!tok.prompt) fail("{}: text pairs need the model's tokenizer", where);
       p.prompt = tok.prompt(j[pk].get<std::string>());
       p.answer = tok.answer(j["answer"].get<std::string>());

@@ -300,8 +300,7 @@ CalibArtifact TraceCalibrator::finish() const {
   // Round, then hand out what rounding lost (or took) by largest remainder.
   std::vector<int> n(L);
   int assigned = 0;
-  for (int l = 0; l < L; ++l)
-    assigned += (n[l] = std::clamp(int(std::floor(share[l])), 0, kvd_));
+  for (int l = 0; l < L; ++l) assigned += (n[l] = std::clamp(int(std::floor(share[l])), 0, kvd_));
   std::vector<int> order(L);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int x, int y) {

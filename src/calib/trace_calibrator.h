@@ -95,7 +95,7 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
   std::vector<std::array<RegionStats, kNumRegions>> regions_;
   int64_t rows_observed_ = 0;
   // dllm-kvq.
-  std::unique_ptr<KiviKvStore> kivi_;          // the low-bit store, written with the refreshes
+  std::unique_ptr<KiviKvStore> kivi_;           // the low-bit store, written with the refreshes
   std::vector<std::vector<float>> err_;         // [layer][pos][kvd] post-RoPE K - kivi(K)
   std::vector<std::vector<double>> score_sum_;  // [layer][kvd]
   std::vector<double> score_pairs_;             // [layer] (query, cached row) pairs

@@ -35,42 +35,46 @@ std::vector<std::string> split(const std::string& s) {
 void run(const ReportArgs& a) {
   const CalibArtifact art = load_calib_artifact(a.file);
   const int L = art.n_layers, kvd = art.n_kv_heads * art.head_dim;
-  nlohmann::json j = {{"file", a.file},           {"method", art.method},
-                      {"trajectory", art.trajectory}, {"fisher", art.fisher},
-                      {"kv_bits_k", art.bits_k},  {"kv_bits_v", art.bits_v},
-                      {"n_pairs", art.n_pairs},   {"n_tokens", art.n_tokens},
-                      {"model_fingerprint", art.model_fingerprint}, {"metadata", art.extra}};
+  nlohmann::json j = {{"file", a.file},
+                      {"method", art.method},
+                      {"trajectory", art.trajectory},
+                      {"fisher", art.fisher},
+                      {"kv_bits_k", art.bits_k},
+                      {"kv_bits_v", art.bits_v},
+                      {"n_pairs", art.n_pairs},
+                      {"n_tokens", art.n_tokens},
+                      {"model_fingerprint", art.model_fingerprint},
+                      {"metadata", art.extra}};
   nlohmann::json layers = nlohmann::json::array();
   nlohmann::json spec;
   std::vector<std::vector<float>> grid(L);
   std::vector<std::array<int, 2>> marks;
   if (art.method == "dllm-kvq") {
     const auto kl = split(art.extra.count("layer_kl") ? art.extra.at("layer_kl") : "");
-    const auto ch = split(art.extra.count("layer_changed_decisions")
-                              ? art.extra.at("layer_changed_decisions")
-                              : "");
+    const auto ch = split(
+        art.extra.count("layer_changed_decisions") ? art.extra.at("layer_changed_decisions") : "");
     size_t total = 0;
     for (const auto& l : art.layers) total += l.k_fp16_channels.size();
     fmt::print("{} ({} trajectory, K {} / V {} bits, budget {}): {} fp16 K channels of {}\n",
                a.file, art.trajectory, art.bits_k, art.bits_v,
                art.extra.count("budget") ? art.extra.at("budget") : "?", total, size_t(L) * kvd);
-    fmt::print("| layer | fp16 channels | share of budget | mean KL (layer alone quantized) | "
-               "changed decisions | top channels (head:channel score) |\n|---|---|---|---|---|---|\n");
+    fmt::print(
+        "| layer | fp16 channels | share of budget | mean KL (layer alone quantized) | "
+        "changed decisions | top channels (head:channel score) |\n|---|---|---|---|---|---|\n");
     for (int l = 0; l < L; ++l) {
       const CalibLayer& c = art.layers[l];
       std::vector<int> idx(kvd);
       std::iota(idx.begin(), idx.end(), 0);
-      std::stable_sort(idx.begin(), idx.end(), [&](int x, int y) {
-        return c.k_channel_scores[x] > c.k_channel_scores[y];
-      });
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](int x, int y) { return c.k_channel_scores[x] > c.k_channel_scores[y]; });
       std::string top;
       for (int i = 0; i < std::min(4, kvd); ++i)
         top += fmt::format("{}{}:{} {:.3g}", i ? ", " : "", idx[i] / art.head_dim,
                            idx[i] % art.head_dim, c.k_channel_scores[idx[i]]);
       const double share = total ? double(c.k_fp16_channels.size()) / double(total) : 0.0;
       fmt::print("| {} | {} | {:.1f}% | {} | {} | {} |\n", l, c.k_fp16_channels.size(),
-                 100.0 * share, l < int(kl.size()) ? kl[l] : "-",
-                 l < int(ch.size()) ? ch[l] : "-", top);
+                 100.0 * share, l < int(kl.size()) ? kl[l] : "-", l < int(ch.size()) ? ch[l] : "-",
+                 top);
       layers.push_back({{"layer", l},
                         {"fp16_channels", c.k_fp16_channels},
                         {"share", share},
@@ -88,8 +92,9 @@ void run(const ReportArgs& a) {
   } else {
     fmt::print("{} (KVQuant, {} trajectory, K {} / V {} bits, fisher {}, outliers {}%)\n", a.file,
                art.trajectory, art.bits_k, art.bits_v, art.fisher, art.outlier_percent);
-    fmt::print("| layer | mean K range (upper - lower) | widest channel | K codebook | V codebook "
-               "|\n|---|---|---|---|---|\n");
+    fmt::print(
+        "| layer | mean K range (upper - lower) | widest channel | K codebook | V codebook "
+        "|\n|---|---|---|---|---|\n");
     for (int l = 0; l < L; ++l) {
       const CalibLayer& c = art.layers[l];
       grid[l].resize(kvd);
@@ -102,7 +107,8 @@ void run(const ReportArgs& a) {
       }
       auto cb = [](const std::vector<float>& v) {
         std::string s;
-        for (size_t i = 0; i < v.size() && i < 8; ++i) s += fmt::format("{}{:.3f}", i ? " " : "", v[i]);
+        for (size_t i = 0; i < v.size() && i < 8; ++i)
+          s += fmt::format("{}{:.3f}", i ? " " : "", v[i]);
         return v.size() > 8 ? s + " ..." : s;
       };
       fmt::print("| {} | {:.4g} | {}:{} ({:.4g}) | {} | {} |\n", l, mean, widest / art.head_dim,

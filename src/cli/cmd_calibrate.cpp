@@ -16,11 +16,11 @@
 #include "calib/kvquant_calibrator.h"
 #include "calib/pairs.h"
 #include "calib/trace_calibrator.h"
-#include "decode/teacher.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
 #include "cli/text_codec.h"
+#include "decode/teacher.h"
 #include "io/calib_artifact.h"
 #include "util/error.h"
 
@@ -127,9 +127,9 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   TraceCalibrator tc(cfg, m.rope(), o);
   const TeacherRank rank =
       a.trajectory == "random" ? TeacherRank::kRandom : parse_teacher_rank(a.rank);
-  fmt::print(stderr,
-             "dllmq calibrate: {} | {} {} (rank {}) | {} | {} pairs from {}\n", dir, a.method,
-             a.trajectory, teacher_rank_name(rank), describe(go, cfg), pairs.size(), a.data);
+  fmt::print(stderr, "dllmq calibrate: {} | {} {} (rank {}) | {} | {} pairs from {}\n", dir,
+             a.method, a.trajectory, teacher_rank_name(rank), describe(go, cfg), pairs.size(),
+             a.data);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t tokens = 0, off_target = 0;
   for (size_t i = 0; i < pairs.size(); ++i) {
@@ -137,8 +137,8 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
     const auto target = teacher_target(p.answer, go.gen_length, cfg.eos_id);
     const int P = int(p.prompt.size()), N = P + go.gen_length;
     if (cfg.max_seq > 0 && N > cfg.max_seq)
-      fail("{}: pair {}: prompt {} + gen length {} exceeds the model's {} positions", a.data,
-           i + 1, P, go.gen_length, cfg.max_seq);
+      fail("{}: pair {}: prompt {} + gen length {} exceeds the model's {} positions", a.data, i + 1,
+           P, go.gen_length, cfg.max_seq);
     tc.begin_pair(N, P, target);
     if (a.trajectory == "ar") {
       std::vector<int32_t> ids = p.prompt;
@@ -160,9 +160,10 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   if (off_target > 0)
-    fail("calibrate: {} of {} trajectories did not end in the reference answer (a schedule that "
-         "leaves masks, e.g. Dream block mode with one step per block)",
-         off_target, pairs.size());
+    fail(
+        "calibrate: {} of {} trajectories did not end in the reference answer (a schedule that "
+        "leaves masks, e.g. Dream block mode with one step per block)",
+        off_target, pairs.size());
   CalibArtifact art = tc.finish();
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -171,8 +172,8 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   art.extra["cache"] = cache_mode_name(go.cache);
   art.extra["gen_length"] = std::to_string(go.gen_length);
   art.extra["block_length"] = std::to_string(go.block_length);
-  art.extra["schedule"] = go.threshold ? fmt::format("threshold {}", *go.threshold)
-                                       : fmt::format("steps {}", go.steps);
+  art.extra["schedule"] =
+      go.threshold ? fmt::format("threshold {}", *go.threshold) : fmt::format("steps {}", go.steps);
   art.extra["rank"] = teacher_rank_name(rank);
   art.extra["rows_observed"] = std::to_string(tc.rows_observed());
   if (a.method == "kvquant") art.extra["reservoir_rows"] = std::to_string(a.reservoir_rows);
@@ -238,8 +239,7 @@ void run(const CalibArgs& a) {
     model->forward(f, nullptr);
     tokens += int64_t(ids.size());
   }
-  const double fwd_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double fwd_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CalibArtifact art = cal.finish();
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -310,8 +310,9 @@ void register_calibrate(CLI::App& app) {
     a->gen.kv_bits_k.reset();
     a->gen.kv_bits_v.reset();
     if (!a->gen.kv.empty() || !a->gen.calib.empty() || !a->gen.kv_channels.empty())
-      fail("calibrate replays decoding with the exact fp32 store; --kv, --calib and "
-           "--kv-channels do not apply");
+      fail(
+          "calibrate replays decoding with the exact fp32 store; --kv, --calib and "
+          "--kv-channels do not apply");
     run(*a);
   });
 }

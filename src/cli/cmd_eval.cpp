@@ -42,7 +42,7 @@ std::string default_python() {
 
 struct Args {
   std::string task, data, responses, subset, train, details, python = default_python(), math_equiv,
-      eval_python;
+                                                             eval_python;
   bool chat = false, json = false, no_stop = false, no_sympy = false;
   int workers = 2;
   double timeout = 3.0;  // HF code_eval's (lm-eval's) timeout per program
@@ -202,7 +202,8 @@ void setup_math_scorer(const Args& a, ScoreEnv& env) {
           std::string(DLLMQ_SOURCE_DIR) + ")";
   } else {
     std::string script = a.math_equiv;
-    if (script.empty() && !std::getenv("DLLMQ_MATH_EQUIV")) script = repo_path("tools/eval/math_equiv.py");
+    if (script.empty() && !std::getenv("DLLMQ_MATH_EQUIV"))
+      script = repo_path("tools/eval/math_equiv.py");
     if (script.empty()) script = default_math_equiv_helper();
     auto helper = std::make_shared<MathHelper>(py, script, a.workers);
     helper->phase_timeout_s = a.math_phase_timeout;
@@ -212,7 +213,8 @@ void setup_math_scorer(const Args& a, ScoreEnv& env) {
     }
   }
   env.math_off = why + "; " + kMathEnvHint;
-  fmt::print(stderr, "dllmq eval: WARNING: MATH exact_match and math_verify will not be computed: {}\n",
+  fmt::print(stderr,
+             "dllmq eval: WARNING: MATH exact_match and math_verify will not be computed: {}\n",
              env.math_off);
 }
 

@@ -380,7 +380,7 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
   fs::create_directories(out);
   std::ofstream(fs::path(out) / "grid.json") << results.dump(2) << "\n";
   md += averages_and_plot(rows, points.size(), cfg["tasks"].size(), axes,
-                         (fs::path(out) / "grid.png").string());
+                          (fs::path(out) / "grid.png").string());
   md +=
       "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x); colour =\n"
       "KV method, marker = cache mode; hollow = no fp16 KV size recorded, drawn at 16 bits.\n";

@@ -138,8 +138,7 @@ std::string describe(const GenerateOptions& o, const ModelConfig& cfg) {
       dream_canvas ? std::string("whole canvas (no blocks)")
                    : fmt::format("block_length {}", o.block_length),
       sched, cache_mode_name(o.cache), o.cache == CacheMode::kNone ? "-" : describe_kv(o.kv), alg,
-      o.temperature,
-      o.seed);
+      o.temperature, o.seed);
 }
 
 void apply_threads(int threads) {

@@ -31,9 +31,10 @@ void draw_with_matplotlib(const std::string& script, const nlohmann::json& spec,
   waitpid(pid, &st, 0);
   std::filesystem::remove(spec_path);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    fail("{}: drawing failed ({} {}; needs matplotlib: apt-get install python3-matplotlib, "
-         "or run scripts/setup.sh)",
-         png, python, helper);
+    fail(
+        "{}: drawing failed ({} {}; needs matplotlib: apt-get install python3-matplotlib, "
+        "or run scripts/setup.sh)",
+        png, python, helper);
 }
 
 }  // namespace dllmq::cli

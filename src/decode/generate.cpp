@@ -381,8 +381,8 @@ class Decoder {
   void dream_block(int b, int s, int e, int spb, const std::vector<double>& ts, PosRange write) {
     // The refresh forward commits the argmax at s unconditionally (nothing else).
     const float* lg = full_forward(s, s + 1, write);
-    const Proposal first = teacher_ ? teach(lg, s)
-                                    : policy_.dream(lg, cfg_.vocab_size, RankAlg::kMaskgitPlus);
+    const Proposal first =
+        teacher_ ? teach(lg, s) : policy_.dream(lg, cfg_.vocab_size, RankAlg::kMaskgitPlus);
     x_[s] = first.token;
     revealed_.assign(1, s);
     report(b);

@@ -78,13 +78,13 @@ struct GenerateResult {
   int nfe = 0;                  // model forwards actually run (refresh forwards included)
   int steps = 0;                // reveal steps
   double time_s = 0.0;
-  size_t kv_bytes = 0;       // peak bytes held by the KV store (K + V, everything counted)
-  size_t kv_bytes_k = 0;     // K and V parts of kv_bytes
+  size_t kv_bytes = 0;    // peak bytes held by the KV store (K + V, everything counted)
+  size_t kv_bytes_k = 0;  // K and V parts of kv_bytes
   size_t kv_bytes_v = 0;
-  size_t kv_bytes_fp16 = 0;  // the rows held at that peak, at fp16
-  std::string kv_store;      // store name with parameters
+  size_t kv_bytes_fp16 = 0;          // the rows held at that peak, at fp16
+  std::string kv_store;              // store name with parameters
   int kv_bits_k = 0, kv_bits_v = 0;  // nominal bits per code (0 uncached)
-  std::string kv_method;     // fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq ("none" uncached)
+  std::string kv_method;  // fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq ("none" uncached)
   // Effective bits per cached K / V element (8 * bytes / elements), 0 when nothing was cached.
   double kv_bits_effective_k() const {
     return kv_bytes_fp16 ? 8.0 * double(kv_bytes_k) / (double(kv_bytes_fp16) / 4.0) : 0.0;
@@ -92,7 +92,7 @@ struct GenerateResult {
   double kv_bits_effective_v() const {
     return kv_bytes_fp16 ? 8.0 * double(kv_bytes_v) / (double(kv_bytes_fp16) / 4.0) : 0.0;
   }
-  double flops = 0.0;        // model FLOPs of the forwards run
+  double flops = 0.0;  // model FLOPs of the forwards run
 };
 
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,

@@ -21,7 +21,7 @@ const char* teacher_rank_name(TeacherRank r) {
 }
 
 TeacherPick teacher_proposal(const float* logits, int vocab, int32_t target, TeacherRank rank,
-                          std::mt19937_64& rng) {
+                             std::mt19937_64& rng) {
   TeacherPick p;
   p.token = target;
   if (rank == TeacherRank::kRandom) {

@@ -31,7 +31,7 @@ struct TeacherPick {
 
 // The pick for one masked position whose raw logits row is `logits`.
 TeacherPick teacher_proposal(const float* logits, int vocab, int32_t target, TeacherRank rank,
-                          std::mt19937_64& rng);
+                             std::mt19937_64& rng);
 
 // Answer ids padded with `eos` to `gen_length` (cut when longer), as LLaDA's SFT data are padded.
 std::vector<int32_t> teacher_target(const std::vector<int32_t>& answer, int gen_length,

@@ -79,7 +79,8 @@ int read_line(int fd, std::string& buf, double timeout_s, std::string* line) {
 }
 
 std::string exit_text(int st) {
-  if (WIFSIGNALED(st)) return fmt::format("killed by signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st)));
+  if (WIFSIGNALED(st))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st)));
   if (WIFEXITED(st)) return fmt::format("exit code {}", WEXITSTATUS(st));
   return "ended";
 }
@@ -235,7 +236,8 @@ MathVerdict MathHelper::run(Proc& p, const MathRequest& r, long long id) {
           v.normalized = true;
         }
         if (j.contains("error") && j["error"].is_string())
-          v.error += (v.error.empty() ? "" : "; ") + kPhases[next] + ": " + j["error"].get<std::string>();
+          v.error +=
+              (v.error.empty() ? "" : "; ") + kPhases[next] + ": " + j["error"].get<std::string>();
         ++next;
         continue;
       }

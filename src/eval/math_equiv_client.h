@@ -32,9 +32,9 @@ struct MathRequest {
 struct MathVerdict {
   std::optional<bool> exact_match;  // sympy is_equiv; nullopt = not computed
   std::optional<bool> math_verify;
-  std::string pred, gold;  // lm-eval's normalized answers, as the helper computed them
+  std::string pred, gold;   // lm-eval's normalized answers, as the helper computed them
   bool normalized = false;  // pred/gold came back (the equiv phase answered)
-  std::string error;       // helper killed / died on this sample (the phase then scores 0)
+  std::string error;        // helper killed / died on this sample (the phase then scores 0)
 };
 
 class MathHelper {

@@ -47,8 +47,9 @@ nlohmann::json summarize(const std::string& task, const std::vector<std::string>
   if (!groups.empty()) {
     nlohmann::json by = nlohmann::json::object();
     for (const auto& [name, g] : groups)
-      by[name] = {{"n", g.n},
-                  {head, g.computed == g.n ? nlohmann::json(g.sum / g.n) : nlohmann::json(nullptr)}};
+      by[name] = {
+          {"n", g.n},
+          {head, g.computed == g.n ? nlohmann::json(g.sum / g.n) : nlohmann::json(nullptr)}};
     j["by_group"] = by;
   }
   if (!status.empty()) j["status_counts"] = status;
@@ -100,10 +101,10 @@ std::string summary_markdown(const nlohmann::json& summary) {
     for (const auto& [g, v] : summary["by_group"].items())
       for (const auto& [m, x] : v.items())
         if (m != "n")
-          out += fmt::format("| {} / {} | {} | {} | {} |\n", summary["task"].get<std::string>(), g,
-                             v["n"].get<size_t>(), m,
-                             x.is_null() ? std::string("not computed")
-                                         : fmt::format("{:.4f}", x.get<double>()));
+          out += fmt::format(
+              "| {} / {} | {} | {} | {} |\n", summary["task"].get<std::string>(), g,
+              v["n"].get<size_t>(), m,
+              x.is_null() ? std::string("not computed") : fmt::format("{:.4f}", x.get<double>()));
   if (summary.contains("status_counts"))
     for (const auto& [st, c] : summary["status_counts"].items())
       out += fmt::format("| {} | {} | status {} | {} |\n", summary["task"].get<std::string>(),

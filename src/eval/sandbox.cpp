@@ -298,8 +298,8 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
 
   if (timed_out) {
     res.status = RunStatus::kTimeout;
-    res.detail = fmt::format("timeout after {:.1f} s (process tree killed)",
-                             opt_.timeout_s + kOuterGraceS);
+    res.detail =
+        fmt::format("timeout after {:.1f} s (process tree killed)", opt_.timeout_s + kOuterGraceS);
     return res;
   }
   // The runner writes exactly one JSON object; anything else means python itself died.

@@ -14,10 +14,11 @@ namespace dllmq::eval {
 
 struct SandboxOptions {
   std::string python = "python3";  // resolved via PATH once, before the environment is scrubbed
-  double timeout_s = 3.0;  // in-process timer as HF code_eval; the process tree is SIGKILLed 2 s later
-  size_t mem_mb = 4096;            // RLIMIT_AS
-  size_t fsize_mb = 64;            // RLIMIT_FSIZE
-  int nproc = 64;                  // RLIMIT_NPROC (only applied with the per-worker uid)
+  double timeout_s =
+      3.0;  // in-process timer as HF code_eval; the process tree is SIGKILLed 2 s later
+  size_t mem_mb = 4096;  // RLIMIT_AS
+  size_t fsize_mb = 64;  // RLIMIT_FSIZE
+  int nproc = 64;        // RLIMIT_NPROC (only applied with the per-worker uid)
   int workers = 2;
   std::vector<std::string> hide;  // directories to hide (in addition to cwd and $HOME)
   std::string tmp_base;           // where the per-sample dirs go ($TMPDIR or /tmp)

@@ -154,8 +154,10 @@ class MathTask : public Task {
       if (!env.math->pin_mismatch().empty()) {
         std::string m;
         for (const auto& x : env.math->pin_mismatch()) m += (m.empty() ? "" : ", ") + x;
-        notes_.push_back("MATH scorer package versions differ from tools/eval/requirements.txt "
-                         "(lm-eval 0.4.8's resolution): " + m);
+        notes_.push_back(
+            "MATH scorer package versions differ from tools/eval/requirements.txt "
+            "(lm-eval 0.4.8's resolution): " +
+            m);
       }
       if (errors)
         notes_.push_back(fmt::format(
@@ -163,8 +165,8 @@ class MathTask : public Task {
             "in scores 0, as lm-eval's timeout would; first: {}",
             errors, env.math->restarts(), first_error));
       if (missing)
-        notes_.push_back(fmt::format("exact_match/math_verify not computed for {} sample(s)",
-                                     missing));
+        notes_.push_back(
+            fmt::format("exact_match/math_verify not computed for {} sample(s)", missing));
       if (differ)
         notes_.push_back(fmt::format(
             "{} sample(s): the native answer normalization differs from lm-eval's (Python); "
@@ -173,8 +175,8 @@ class MathTask : public Task {
       return out;
     }
     if (!out.empty())
-      notes_.push_back("exact_match and math_verify (lm-eval's minerva_math metrics) not computed: " +
-                       why);
+      notes_.push_back(
+          "exact_match and math_verify (lm-eval's minerva_math metrics) not computed: " + why);
     if (env.on_progress) env.on_progress(index.size(), index.size());
     return out;
   }

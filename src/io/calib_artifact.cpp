@@ -17,7 +17,9 @@ namespace {
 constexpr const char* kFormat = "dllmq-calib";
 constexpr const char* kVersion = "1";
 
-std::string layer_key(int l, const char* what) { return fmt::format("layers.{}.{}", l, what); }
+std::string layer_key(int l, const char* what) {
+  return fmt::format("layers.{}.{}", l, what);
+}
 
 int to_int(const std::string& path, const std::string& key, const std::string& v, int lo, int hi) {
   try {
@@ -80,9 +82,10 @@ CalibArtifact load_calib_artifact(const std::string& path) {
   auto get = [&](const std::string& k) -> const std::string& {
     auto it = md.find(k);
     if (it == md.end())
-      fail("{}: not a dllmq calibration artifact: metadata field '{}' is missing (make one with "
-           "`dllmq calibrate`)",
-           path, k);
+      fail(
+          "{}: not a dllmq calibration artifact: metadata field '{}' is missing (make one with "
+          "`dllmq calibrate`)",
+          path, k);
     return it->second;
   };
   if (get("format") != kFormat)
@@ -113,10 +116,10 @@ CalibArtifact load_calib_artifact(const std::string& path) {
   a.n_pairs = to_int(path, "n_pairs", get("n_pairs"), 0, 1 << 30);
   a.n_tokens = std::stoll(get("n_tokens"));
   a.data_hash = get("data_hash");
-  static const char* kKnown[] = {"format",   "version",   "method",     "trajectory", "fisher",
-                                 "kv_bits_k", "kv_bits_v", "outlier_percent", "sink",
-                                 "model_fingerprint", "n_layers", "n_kv_heads", "head_dim",
-                                 "n_pairs",  "n_tokens",  "data_hash",  "created_by"};
+  static const char* kKnown[] = {
+      "format",    "version",         "method",   "trajectory",        "fisher",    "kv_bits_k",
+      "kv_bits_v", "outlier_percent", "sink",     "model_fingerprint", "n_layers",  "n_kv_heads",
+      "head_dim",  "n_pairs",         "n_tokens", "data_hash",         "created_by"};
   for (const auto& [k, v] : md)
     if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown)) a.extra[k] = v;
   const size_t kvd = size_t(a.n_kv_heads) * a.head_dim;
@@ -164,9 +167,10 @@ void check_calib_matches(const CalibArtifact& a, const std::string& path,
     fail("--calib {}: made for {} layers x {} KV heads x head dim {}, the model has {} x {} x {}",
          path, a.n_layers, a.n_kv_heads, a.head_dim, n_layers, n_kv_heads, head_dim);
   if (a.model_fingerprint != model_fingerprint)
-    fail("--calib {}: made for another model (fingerprint {}, this model {}); calibrate this "
-         "model with `dllmq calibrate`",
-         path, a.model_fingerprint, model_fingerprint);
+    fail(
+        "--calib {}: made for another model (fingerprint {}, this model {}); calibrate this "
+        "model with `dllmq calibrate`",
+        path, a.model_fingerprint, model_fingerprint);
 }
 
 }  // namespace dllmq

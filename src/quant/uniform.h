@@ -21,7 +21,9 @@ struct UniformParams {
 };
 
 // Supported code widths for uniform and codebook codecs.
-inline bool valid_quant_bits(int bits) { return bits == 2 || bits == 3 || bits == 4 || bits == 8; }
+inline bool valid_quant_bits(int bits) {
+  return bits == 2 || bits == 3 || bits == 4 || bits == 8;
+}
 
 // Parameters for the n values x[0], x[stride], ..., x[(n-1)*stride] (all finite, n >= 1).
 UniformParams uniform_params(const float* x, int n, int stride, int bits);
@@ -30,7 +32,6 @@ UniformParams uniform_params(const float* x, int n, int stride, int bits);
 int uniform_code(float x, float scale, float zero, int bits);
 
 // Quantizes n values (strided input) into codes[0..n) (one code per byte, unpacked).
-void uniform_quantize(const float* x, int n, int stride, int bits, UniformParams p,
-                      uint8_t* codes);
+void uniform_quantize(const float* x, int n, int stride, int bits, UniformParams p, uint8_t* codes);
 
 }  // namespace dllmq

@@ -18,7 +18,8 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
   const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) fail("{}: cannot create a temporary file in {}: {}", path, dir.string(), std::strerror(errno));
+  if (fd < 0)
+    fail("{}: cannot create a temporary file in {}: {}", path, dir.string(), std::strerror(errno));
   auto cleanup_fail = [&](const char* what) {
     const int e = errno;
     ::close(fd);

@@ -75,8 +75,7 @@ TEST_F(MathHelperTest, OneProcessPerWorkerServesEveryRequest) {
   ASSERT_TRUE(h.ready(&why)) << why;
   EXPECT_EQ(h.pin_mismatch().size(), 1u);
   std::vector<MathRequest> reqs;
-  for (int i = 0; i < 200; ++i)
-    reqs.push_back({i % 3 ? "a" : "va", i % 2 ? "a" : "va"});
+  for (int i = 0; i < 200; ++i) reqs.push_back({i % 3 ? "a" : "va", i % 2 ? "a" : "va"});
   const auto v = h.judge(reqs);
   ASSERT_EQ(v.size(), reqs.size());
   for (size_t i = 0; i < v.size(); ++i) {
