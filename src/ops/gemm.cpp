@@ -97,31 +97,40 @@ dnnl::engine& dnnl_engine() {
   return e;
 }
 
-using MatmulKey = std::tuple<int, int, int, int, int, int>;  // m, n, k, lda, ldb, ldc
+using MatmulKey = std::tuple<int, int, int, int, int, int, int>;  // dtype, m, n, k, lda, ldb, ldc
 
-// bf16 [m, k] x bf16 [n, k]^T -> f32 [m, n]: a matmul primitive per shape, created on first use
-// (per thread: primitives are reentrant but the map is not shared, so no lock on the hot path).
-dnnl::matmul::primitive_desc bf16_matmul_pd(int m, int n, int k, int lda, int ldb, int ldc) {
+// [m, k] x [n, k]^T -> f32 [m, n] in `in` (f32 or bf16) with f32 accumulation: the shape of
+// every projection (B = the weights, row-major [n, k]).
+dnnl::matmul::primitive_desc nt_matmul_pd(dnnl::memory::data_type in, int m, int n, int k, int lda,
+                                          int ldb, int ldc) {
   using dt = dnnl::memory::data_type;
-  const dnnl::memory::desc a({m, k}, dt::bf16, {lda, 1});
-  const dnnl::memory::desc b({k, n}, dt::bf16, {1, ldb});  // B^T of a row-major [n, k]
+  const dnnl::memory::desc a({m, k}, in, {lda, 1});
+  const dnnl::memory::desc b({k, n}, in, {1, ldb});  // B^T of a row-major [n, k]
   const dnnl::memory::desc c({m, n}, dt::f32, {ldc, 1});
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), dnnl_engine());
 }
 
-void run_bf16_matmul(int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b, int ldb,
-                     float* c, int ldc) {
+dnnl::matmul::primitive_desc bf16_matmul_pd(int m, int n, int k, int lda, int ldb, int ldc) {
+  return nt_matmul_pd(dnnl::memory::data_type::bf16, m, n, k, lda, ldb, ldc);
+}
+
+// A matmul primitive per shape, created on first use (per thread: primitives are reentrant but
+// the map is not shared, so no lock on the hot path). The primitive (oneDNN's brgemm kernels)
+// rather than dnnl_sgemm: at the dual-cache step's 32 rows dnnl_sgemm runs at ~half its large-M
+// rate (it packs both operands per call), the primitive at ~70% more (docs/performance.md).
+void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* a, int lda,
+                   const void* b, int ldb, float* c, int ldc) {
   thread_local std::map<MatmulKey, std::pair<dnnl::matmul, dnnl::matmul::primitive_desc>> cache;
   thread_local dnnl::stream stream(dnnl_engine());
-  const MatmulKey key{m, n, k, lda, ldb, ldc};
+  const MatmulKey key{int(in), m, n, k, lda, ldb, ldc};
   auto it = cache.find(key);
   if (it == cache.end()) {
-    auto pd = bf16_matmul_pd(m, n, k, lda, ldb, ldc);
+    auto pd = nt_matmul_pd(in, m, n, k, lda, ldb, ldc);
     it = cache.emplace(key, std::make_pair(dnnl::matmul(pd), pd)).first;
   }
   const auto& pd = it->second.second;
-  dnnl::memory am(pd.src_desc(), dnnl_engine(), const_cast<uint16_t*>(a));
-  dnnl::memory bm(pd.weights_desc(), dnnl_engine(), const_cast<uint16_t*>(b));
+  dnnl::memory am(pd.src_desc(), dnnl_engine(), const_cast<void*>(a));
+  dnnl::memory bm(pd.weights_desc(), dnnl_engine(), const_cast<void*>(b));
   dnnl::memory cm(pd.dst_desc(), dnnl_engine(), c);
   it->second.first.execute(stream,
                            {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
@@ -270,10 +279,22 @@ void sgemm(bool trans_b, int m, int n, int k, float alpha, const float* a, int l
               lda, b, ldb, beta, c, ldc);
 }
 
+void sgemm_nt(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+              int ldc) {
+  if (m <= 0 || n <= 0) return;
+#ifdef DLLMQ_HAVE_ONEDNN
+  if (backend().lib == GemmLib::kOneDnn) {
+    run_nt_matmul(dnnl::memory::data_type::f32, m, n, k, a, lda, b, ldb, c, ldc);
+    return;
+  }
+#endif
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+}
+
 void gemm_bf16_nt(int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b, int ldb,
                   float* c, int ldc) {
 #ifdef DLLMQ_HAVE_ONEDNN
-  if (m > 0 && n > 0) run_bf16_matmul(m, n, k, a, lda, b, ldb, c, ldc);
+  if (m > 0 && n > 0) run_nt_matmul(dnnl::memory::data_type::bf16, m, n, k, a, lda, b, ldb, c, ldc);
 #else
   (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
 #endif

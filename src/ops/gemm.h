@@ -44,6 +44,11 @@ void pin_threads();
 void sgemm(bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
            int ldb, float beta, float* c, int ldc);
 
+// C[m, n] = A[m, k] * B[n, k]^T in f32: the projections (B = weights). oneDNN's matmul primitive
+// (cached per shape) where oneDNN is the backend, else cblas_sgemm. Same calling rules as sgemm.
+void sgemm_nt(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
+              int ldc);
+
 // C[m, n] = A[m, k] * B[n, k]^T, bf16 inputs (raw uint16 bit patterns), f32 accumulation and
 // output. Only valid when gemm_info().bf16_native (oneDNN matmul on AVX512-BF16 / AMX).
 void gemm_bf16_nt(int m, int n, int k, const uint16_t* a, int lda, const uint16_t* b, int ldb,

@@ -123,7 +123,7 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDT
         widen_panel(l, r0, rows, bf16, s.panel.data());
         w = s.panel.data();
       }
-      sgemm(true, n, rows, in, 1.0f, xa, in, w, in, 0.0f, y + r0, ldy);
+      sgemm_nt(n, rows, in, xa, in, w, in, y + r0, ldy);
     }
   }
   if (l.b != nullptr) {
