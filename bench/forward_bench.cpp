@@ -1,6 +1,6 @@
 // One LLaDA-8B-shaped layer (d_model 4096, 32 heads, MLP 12288, random bf16 weights) on 32 and
-// 512 tokens, next to the machine's f32 sgemm at the same shapes. Report the ratio
-// layer GFLOP/s / sgemm GFLOP/s measured in the same run. Layer rows: /tokens/bf16-compute.
+// 512 tokens, next to the backend's own GEMM at the same shapes and precision. Report the ratio
+// layer GFLOP/s / GEMM GFLOP/s measured in the same run. Layer rows: /tokens/bf16-compute.
 //   build/bench/forward_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -100,23 +100,35 @@ BENCHMARK(BM_LayerForward)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// f32 sgemm [n, 4096] x [4096, 4096]^T on the engine's GEMM backend (ops/gemm.h), one call with
-// all cores to the library: its own ceiling for the projections at this shape.
-void BM_Sgemm(benchmark::State& st) {
+// [n, 4096] x [4096, 4096]^T on the engine's GEMM backend (ops/gemm.h), the call the projections
+// make (sgemm_nt: oneDNN's matmul primitive; gemm_bf16_nt for bf16 compute), one call with all
+// cores to the library: its own ceiling for the projections at this shape. Rows: /tokens/bf16.
+void BM_Gemm(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0));
+  const bool bf16 = st.range(1) != 0;
+  if (bf16 && !dllmq::gemm_info().bf16_native) {
+    st.SkipWithError("no native bf16 GEMM on this CPU");
+    return;
+  }
   std::vector<float> x(size_t(n) * kD, 0.5f), w(size_t(kD) * kD, 0.25f), y(size_t(n) * kD);
+  std::vector<uint16_t> xb(x.size(), dllmq::f32_to_bf16(0.5f)),
+      wb(w.size(), dllmq::f32_to_bf16(0.25f));
   const bool blas = dllmq::gemm_info().lib == dllmq::GemmLib::kOpenBlas;
   const int threads = omp_get_max_threads();
   if (blas) openblas_set_num_threads(threads);  // oneDNN threads by itself
-  for (auto _ : st)
-    dllmq::sgemm(true, n, kD, kD, 1.0f, x.data(), kD, w.data(), kD, 0.0f, y.data(), kD);
-  st.SetLabel(dllmq::gemm_info().name + " " + dllmq::gemm_info().isa);
+  for (auto _ : st) {
+    if (bf16)
+      dllmq::gemm_bf16_nt(n, kD, kD, xb.data(), kD, wb.data(), kD, y.data(), kD);
+    else
+      dllmq::sgemm_nt(n, kD, kD, x.data(), kD, w.data(), kD, y.data(), kD);
+  }
+  st.SetLabel(dllmq::gemm_info().name + " " + dllmq::gemm_info().isa + (bf16 ? " bf16" : " fp32"));
   st.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * n * kD * kD * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   if (blas) openblas_set_num_threads(1);
   omp_set_num_threads(threads);  // OpenBLAS-openmp's setter changes OpenMP's count too
 }
-BENCHMARK(BM_Sgemm)->Arg(32)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gemm)->ArgsProduct({{32, 512}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

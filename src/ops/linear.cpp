@@ -16,10 +16,13 @@ namespace {
 
 // Output rows of W per work item: ~1 MiB of f32 so a widened panel stays in L2 while the GEMM
 // runs, and at least two items per thread on the d >= 1024 projections so a thread delayed by
-// a shared core does not hold the others at the join.
+// a shared core does not hold the others at the join. Never fewer than 128 rows: with
+// LLaDA-8B's 4096/12288 inputs the 1 MiB rule gave 64/16-row panels, whose 32-token GEMMs ran
+// at a third of the library's rate (one 8B-shaped layer on 32 tokens, fp32: 87 -> 200 GFLOP/s
+// with 128 rows; docs/performance.md).
 int panel_rows(int in) {
   int r = (262144 / std::max(in, 1)) / 16 * 16;
-  return std::clamp(r, 16, 1024);
+  return std::clamp(r, 128, 1024);
 }
 
 // Per-thread scratch, grown once to the largest panel and kept (no allocation per call).
