@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "calib/pair_sources.h"
+
 namespace dllmq {
 
 struct CalibPair {
@@ -26,5 +28,11 @@ struct PairTokenizer {
 // 64 hex digest of the bytes of the lines read (recorded in the artifact).
 std::vector<CalibPair> read_calib_pairs(const std::string& path, const PairTokenizer& tok,
                                         int vocab_size, size_t limit, std::string* hash);
+
+// The same for pairs converted in memory (`calibrate --task`): each is read as its pairs-file line
+// (pair_json_line), so `hash` equals that of `make-pairs`' file of the same pairs.
+std::vector<CalibPair> tokenize_text_pairs(const std::vector<TextPair>& pairs,
+                                           const PairTokenizer& tok, int vocab_size,
+                                           std::string* hash);
 
 }  // namespace dllmq
