@@ -80,6 +80,10 @@ std::vector<CalibPair> read_calib_pairs(const std::string& path, const PairToken
   return pairs;
 }
 
+std::string pair_json_line(const TextPair& p) {
+  return nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}, {"source", p.source}}.dump();
+}
+
 std::vector<CalibPair> tokenize_text_pairs(const std::vector<TextPair>& pairs,
                                            const PairTokenizer& tok, int vocab_size,
                                            std::string* hash) {

@@ -10,14 +10,22 @@
 #include <string>
 #include <vector>
 
-#include "calib/pair_sources.h"
-
 namespace dllmq {
 
 struct CalibPair {
   std::vector<int32_t> prompt;
   std::vector<int32_t> answer;
 };
+
+// A text pair before tokenization (converted from benchmark records, src/eval/calib_pairs.h).
+struct TextPair {
+  std::string prompt, answer;
+  std::string source;  // "FILE:LINE" of the record
+};
+
+// The pairs-file line of a pair: {"answer", "prompt", "source"} (what `make-pairs` writes and
+// `calibrate --data` reads).
+std::string pair_json_line(const TextPair& p);
 
 struct PairTokenizer {
   std::function<std::vector<int32_t>(const std::string&)> prompt;  // may be empty: ids only

@@ -14,7 +14,6 @@
 
 #include "cache/dense_kv_store.h"
 #include "calib/kvquant_calibrator.h"
-#include "calib/pair_sources.h"
 #include "calib/pairs.h"
 #include "calib/state_dump.h"
 #include "calib/trace_calibrator.h"
@@ -24,6 +23,7 @@
 #include "cli/generate_flags.h"
 #include "cli/text_codec.h"
 #include "decode/teacher.h"
+#include "eval/calib_pairs.h"
 #include "io/calib_artifact.h"
 #include "util/error.h"
 
@@ -51,8 +51,8 @@ struct CalibArgs {
   double budget = 0.05, budget_floor = 0.25, budget_cap = 4.0;
   bool no_sensitivity = false;
   std::string score_weight = "none";
-  std::string task;  // --task: --data holds the task's records, converted (calib/pair_sources.h)
-  PairSourceOptions source;
+  std::string task;  // --task: --data holds the task's records, converted (eval/calib_pairs.h)
+  eval::PairSourceOptions source;
   std::string dump_states, stats;
 };
 
@@ -258,7 +258,7 @@ void run(const CalibArgs& a) {
   PairTokenizer tok;
   std::unique_ptr<TextCodec> codec = std::make_unique<TextCodec>(*model);
   // As its eval does, the synth task always puts the question in the chat template.
-  const bool chat = a.chat || (!a.task.empty() && task_forces_chat(a.task));
+  const bool chat = a.chat || (!a.task.empty() && eval::task_forces_chat(a.task));
   if (codec->available()) {
     TextCodec* c = codec.get();
     tok.prompt = [c, chat, sys = a.system](const std::string& t) {
@@ -271,10 +271,10 @@ void run(const CalibArgs& a) {
   if (a.task.empty()) {
     pairs = read_calib_pairs(a.data, tok, cfg.vocab_size, a.limit, &data_hash);
   } else {
-    PairSourceOptions so = a.source;
+    eval::PairSourceOptions so = a.source;
     so.limit = a.limit;
-    pairs =
-        tokenize_text_pairs(convert_records(a.task, a.data, so), tok, cfg.vocab_size, &data_hash);
+    pairs = tokenize_text_pairs(eval::convert_records(a.task, a.data, so), tok, cfg.vocab_size,
+                                &data_hash);
   }
 
   if (a.method == "dllm-kvq" || a.trajectory != "ar") {

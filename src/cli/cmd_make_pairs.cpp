@@ -1,10 +1,11 @@
 // dllmq make-pairs: benchmark records -> the calibration pairs JSONL `dllmq calibrate --data`
-// reads, each prompt as the task's eval builds it (src/calib/pair_sources.h). `calibrate --task`
+// reads, each prompt as the task's eval builds it (src/eval/calib_pairs.h). `calibrate --task`
 // does the same conversion in memory; this writes it out for inspection or reuse.
 #include <fmt/core.h>
 
-#include "calib/pair_sources.h"
+#include "calib/pairs.h"
 #include "cli/commands.h"
+#include "eval/calib_pairs.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -14,17 +15,17 @@ namespace {
 
 struct MakePairsArgs {
   std::string task, data, out;
-  PairSourceOptions opt;
+  eval::PairSourceOptions opt;
 };
 
 void run(const MakePairsArgs& a) {
-  const std::vector<TextPair> pairs = convert_records(a.task, a.data, a.opt);
+  const std::vector<TextPair> pairs = eval::convert_records(a.task, a.data, a.opt);
   std::string bytes;
   for (const TextPair& p : pairs) bytes += pair_json_line(p) + "\n";
   write_file_atomic(a.out, bytes);
   fmt::print(stderr, "dllmq make-pairs: {} {} pairs from {} -> {}{}\n", pairs.size(), a.task,
              a.data, a.out,
-             task_forces_chat(a.task) ? " (calibrate with --chat, as its eval does)" : "");
+             eval::task_forces_chat(a.task) ? " (calibrate with --chat, as its eval does)" : "");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The prompt text each benchmark's eval builds (lm-eval v0.4.8 conventions, docs/eval.md), as
 // free functions: the eval tasks call them, and so do the calibration pair converters
-// (src/calib/pair_sources.h), so calibration prompts cannot drift from the eval's.
+// (src/eval/calib_pairs.h), so calibration prompts cannot drift from the eval's.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "calib/pair_sources.h"
+#include "eval/calib_pairs.h"
 
 #include <filesystem>
 #include <fstream>
@@ -12,7 +12,7 @@
 #include "eval/py_random.h"
 #include "util/error.h"
 
-namespace dllmq {
+namespace dllmq::eval {
 
 namespace {
 
@@ -49,7 +49,7 @@ std::vector<TextPair> gsm8k(const std::vector<Record>& recs, const std::string& 
                             const PairSourceOptions& o) {
   namespace fs = std::filesystem;
   const bool own = o.shots.empty() || (fs::exists(o.shots) && fs::equivalent(o.shots, path));
-  std::vector<eval::QaShot> pool;
+  std::vector<QaShot> pool;
   if (own) {
     for (const Record& r : recs) pool.push_back({str(r, "question"), str(r, "answer")});
   } else {
@@ -61,18 +61,18 @@ std::vector<TextPair> gsm8k(const std::vector<Record>& recs, const std::string& 
   if (pool.size() < need)
     fail("{}: {} few-shot records, gsm8k needs at least {}", own ? path : o.shots, pool.size(),
          need);
-  eval::PyRandom rnd(kGsm8kFewshotSeed);
+  PyRandom rnd(kGsm8kFewshotSeed);
   std::vector<TextPair> out;
   for (const Record& r : recs) {
-    const eval::QaShot doc{str(r, "question"), str(r, "answer")};
-    std::vector<eval::QaShot> shots;
+    const QaShot doc{str(r, "question"), str(r, "answer")};
+    std::vector<QaShot> shots;
     for (uint64_t s : rnd.sample(pool.size(), int(need))) {
-      const eval::QaShot& x = pool[s];
+      const QaShot& x = pool[s];
       // lm-eval drops the shots equal to the document itself (dict comparison).
       if (own && x.question == doc.question && x.answer == doc.answer) continue;
       if (int(shots.size()) < kGsm8kShots) shots.push_back(x);
     }
-    out.push_back({eval::gsm8k_prompt(shots, doc.question), " " + doc.answer, r.where});
+    out.push_back({gsm8k_prompt(shots, doc.question), " " + doc.answer, r.where});
     if (o.limit && out.size() >= o.limit) break;
   }
   return out;
@@ -82,10 +82,10 @@ std::vector<TextPair> math(const std::vector<Record>& recs, const PairSourceOpti
   std::vector<TextPair> out;
   for (const Record& r : recs) {
     const std::string problem = str(r, "problem"), solution = str(r, "solution");
-    const auto boxed = eval::last_boxed_only_string(solution);
-    const auto answer = boxed ? eval::remove_boxed(*boxed) : std::nullopt;
+    const auto boxed = last_boxed_only_string(solution);
+    const auto answer = boxed ? remove_boxed(*boxed) : std::nullopt;
     if (!answer) fail("{}: field 'solution' has no \\boxed{{...}} answer", r.where);
-    out.push_back({eval::minerva_math_prompt(problem),
+    out.push_back({minerva_math_prompt(problem),
                    " " + solution + "\nFinal Answer: The final answer is $" + *answer +
                        "$. I hope it is correct.",
                    r.where});
@@ -94,10 +94,10 @@ std::vector<TextPair> math(const std::vector<Record>& recs, const PairSourceOpti
   return out;
 }
 
-eval::MbppDoc mbpp_doc(const Record& r) {
+MbppDoc mbpp_doc(const Record& r) {
   if (!r.j.contains("task_id") || !r.j["task_id"].is_number_integer())
     fail("{}: field 'task_id' must be an integer", r.where);
-  eval::MbppDoc d{r.j["task_id"].get<int>(), str(r, "text"), str(r, "code"), {}};
+  MbppDoc d{r.j["task_id"].get<int>(), str(r, "text"), str(r, "code"), {}};
   if (!r.j.contains("test_list") || !r.j["test_list"].is_array() || r.j["test_list"].size() < 3)
     fail("{}: field 'test_list' must be an array of at least 3 asserts", r.where);
   for (const auto& t : r.j["test_list"]) {
@@ -118,24 +118,24 @@ std::vector<TextPair> mbpp(const std::vector<Record>& recs, const std::string& p
     lo = 11, hi = 510;
   else
     fail("--split {}: expected train (601-974), validation (511-600) or test (11-510)", o.split);
-  std::vector<eval::MbppDoc> shots;
-  std::vector<std::pair<eval::MbppDoc, std::string>> docs;
+  std::vector<MbppDoc> shots;
+  std::vector<std::pair<MbppDoc, std::string>> docs;
   std::set<int> ids;
   for (const Record& r : recs) {
-    eval::MbppDoc d = mbpp_doc(r);
+    MbppDoc d = mbpp_doc(r);
     if (!ids.insert(d.id).second) fail("{}: field 'task_id': {} appears twice", r.where, d.id);
     if (d.id >= lo && d.id <= hi) docs.push_back({d, r.where});
-    for (int s : eval::kMbppShotIds)
+    for (int s : kMbppShotIds)
       if (d.id == s) shots.push_back(d);
   }
   std::sort(shots.begin(), shots.end(), [](auto& a, auto& b) { return a.id < b.id; });
-  if (shots.size() != std::size(eval::kMbppShotIds))
+  if (shots.size() != std::size(kMbppShotIds))
     fail("{}: the few-shot records (task_id 2, 3, 4) are missing", path);
   std::sort(docs.begin(), docs.end(), [](auto& a, auto& b) { return a.first.id < b.first.id; });
   if (docs.empty()) fail("{}: no records of the {} split (task_id {}-{})", path, o.split, lo, hi);
   std::vector<TextPair> out;
   for (const auto& [d, where] : docs) {
-    out.push_back({eval::mbpp_prompt(shots, d), d.code + "\n[DONE]", where});
+    out.push_back({mbpp_prompt(shots, d), d.code + "\n[DONE]", where});
     if (o.limit && out.size() >= o.limit) break;
   }
   return out;
@@ -173,8 +173,4 @@ std::vector<TextPair> convert_records(const std::string& task, const std::string
   return synth(recs, opt);
 }
 
-std::string pair_json_line(const TextPair& p) {
-  return nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}, {"source", p.source}}.dump();
-}
-
-}  // namespace dllmq
+}  // namespace dllmq::eval

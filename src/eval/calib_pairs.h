@@ -1,5 +1,5 @@
 // Calibration pairs from benchmark records (`dllmq make-pairs`, `dllmq calibrate --task`). The
-// prompt is the one the task's eval builds (src/eval/prompts.h), so the calibrated states match
+// prompt is the one the task's eval builds (prompts.h), so the calibrated states match
 // inference; the answer is the reference in the format the prompt's shots demonstrate:
 //   gsm8k  {"question", "answer"} (GSM8K train): lm-eval's 5 shots, drawn per record in record
 //          order with random.Random(1234).sample, from `shots` (another file: 5 drawn, as the eval
@@ -20,12 +20,9 @@
 #include <string>
 #include <vector>
 
-namespace dllmq {
+#include "calib/pairs.h"
 
-struct TextPair {
-  std::string prompt, answer;
-  std::string source;  // "FILE:LINE" of the record
-};
+namespace dllmq::eval {
 
 struct PairSourceOptions {
   std::string shots;            // gsm8k: few-shot pool (default: the records' own file)
@@ -42,8 +39,4 @@ std::vector<TextPair> convert_records(const std::string& task, const std::string
 // Whether `task` is answered in the chat template by its eval (synth: always).
 bool task_forces_chat(const std::string& task);
 
-// The pairs-file line of a pair: {"prompt", "answer", "source"} (what `make-pairs` writes and
-// `calibrate --data` reads).
-std::string pair_json_line(const TextPair& p);
-
-}  // namespace dllmq
+}  // namespace dllmq::eval
