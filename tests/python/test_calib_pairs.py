@@ -234,7 +234,7 @@ def test_synth(c, res):
     rc, err = c.error_of("humaneval", val)
     res.check("error-unknown-task", rc == 1 and "--task humaneval" in err, err.strip())
     # calibrate --task synth == calibrate --data PAIRS --chat (the eval's chat template)
-    common = ["--limit", "6", "--method", "kvquant", "--trajectory", "ar", "--kv-bits", "4", "--threads", "2"]
+    common = ["--limit", "6", "--method", "kvquant", "--trajectory", "ar", "--kv-bits", "4", "--threads", "1"]
     arts = {}
     for name, args in (("task", ["--task", "synth", "--data", val]),
                        ("pairs-chat", ["--data", pairs_file, "--chat"]),

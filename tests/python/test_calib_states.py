@@ -348,7 +348,7 @@ class Runner:
         stats = os.path.join(self.work, tag + ".stats.json")
         out = os.path.join(self.work, tag + ".safetensors")
         cmd = [self.dllmq, "calibrate", "-m", self.model_dir, "--data", pairs or self.pairs,
-               "--gen-length", str(GEN), "--block-length", str(BL), "--threads", "2",
+               "--gen-length", str(GEN), "--block-length", str(BL), "--threads", "1",
                "--dump-states", dump, "--stats", stats, "--out", out] + list(args)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
