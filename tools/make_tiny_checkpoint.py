@@ -7,7 +7,7 @@
                             [--head-dim HD] [--mlp M] [--vocab V]
                             [--mask-id ID] [--eos-id ID] [--lm-head-std S]
                             [--w-std S] [--emb-std S] [--zero-mask-logit]
-                            [--eot-id ID] [--boost-eos X]
+                            [--eot-id ID] [--boost-eos X] [--plant L:C1,C2,...:S]
 
 Defaults: LLaDA d_model 64, 2 layers, 4 heads (head_dim 16), MHA, mlp 128, vocab 128,
 mask 120, eos/pad 121, rope_theta 500000, eps 1e-5.  Dream hidden 64, 2 layers,
@@ -23,6 +23,12 @@ Tensor names follow the released checkpoints (reference doc §1.2 / §2.2):
          post_attention_layernorm.weight, mlp.{gate,up,down}_proj.weight,
          model.norm.weight, lm_head.weight (absent if tied)
 Weights are drawn in float32 from a numpy Generator(seed) and then stored in --dtype.
+
+--plant L:C1,C2,...:S ("planted channels", repeatable) multiplies, in layer L, the k_proj rows of
+the K channels C (flattened kv_head * head_dim + c) and the q_proj rows of the same channel c in
+every query head served by that KV head (biases too) by S, so those channels carry ~S^2 times the
+share of the attention logits q.k. RoPE rotates channel c with c +- head_dim/2: plant both of a
+pair (e.g. 7 and 15 for head_dim 16) so the post-RoPE channels stay the planted ones.
 Also importable: make_checkpoint(arch, out, **kw) -> config dict.
 """
 import argparse
@@ -127,7 +133,7 @@ def dream_config(layers, d_model, heads, kv_heads, mlp, vocab, mask_id, eos_id, 
 def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layers=None,
                     d_model=None, heads=None, kv_heads=None, head_dim=None, mlp=None,
                     vocab=None, mask_id=None, eos_id=None, lm_head_std=0.25, w_std=0.08,
-                    emb_std=0.5, zero_mask_logit=False, eot_id=None, boost_eos=1.0):
+                    emb_std=0.5, zero_mask_logit=False, eot_id=None, boost_eos=1.0, plant=()):
     if arch not in DEFAULTS:
         raise ValueError("arch must be llada or dream")
     d = dict(DEFAULTS[arch])
@@ -200,6 +206,26 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
                 t["lm_head.weight"][d["mask_id"]] = 0.0
         cfg = dream_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
 
+    for layer, chans, scale in plant:
+        if not 0 <= layer < d["layers"]:
+            raise ValueError("--plant: layer %d outside [0, %d)" % (layer, d["layers"]))
+        if arch == "llada":
+            b = "model.transformer.blocks.%d." % layer
+            qn, kn = b + "q_proj", b + "k_proj"
+        else:
+            b = "model.layers.%d.self_attn." % layer
+            qn, kn = b + "q_proj", b + "k_proj"
+        rep = H // KV
+        for ch in chans:
+            if not 0 <= ch < KV * hd:
+                raise ValueError("--plant: channel %d outside [0, %d)" % (ch, KV * hd))
+            g, c = divmod(ch, hd)
+            rows = [h * hd + c for h in range(g * rep, (g + 1) * rep)]
+            for name, idx in ((kn, [ch]), (qn, rows)):
+                for suffix in (".weight", ".bias"):
+                    if name + suffix in t:
+                        t[name + suffix][idx] *= scale
+
     if eot_id is not None:  # not a released field; lets tests exercise the EoT rules
         cfg["eot_token_id"] = int(eot_id)
     if boost_eos != 1.0:  # scale the LM-head rows of EOS (and EoT) so they are often predicted
@@ -243,12 +269,22 @@ def main(argv=None):
     ap.add_argument("--boost-eos", type=float, default=1.0, help="scale the EOS/EoT LM-head rows")
     ap.add_argument("--zero-mask-logit", action="store_true",
                     help="zero the LM-head row of the mask token (untied only) so it is never predicted")
+    ap.add_argument("--plant", action="append", default=[], metavar="L:C1,C2,...:S",
+                    help="scale the q/k projections of K channels C in layer L by S (planted channels)")
     a = ap.parse_args(argv)
+    plant = []
+    for spec in a.plant:
+        try:
+            layer, chans, scale = spec.split(":")
+            plant.append((int(layer), [int(c) for c in chans.split(",")], float(scale)))
+        except ValueError:
+            ap.error("--plant %r: expected LAYER:C1,C2,...:SCALE" % spec)
     make_checkpoint(a.arch, a.out, seed=a.seed, shards=a.shards, dtype=a.dtype, tied=a.tied,
                     layers=a.layers, d_model=a.d_model, heads=a.heads, kv_heads=a.kv_heads,
                     head_dim=a.head_dim, mlp=a.mlp, vocab=a.vocab, mask_id=a.mask_id,
                     eos_id=a.eos_id, lm_head_std=a.lm_head_std, w_std=a.w_std, emb_std=a.emb_std,
-                    zero_mask_logit=a.zero_mask_logit, eot_id=a.eot_id, boost_eos=a.boost_eos)
+                    zero_mask_logit=a.zero_mask_logit, eot_id=a.eot_id, boost_eos=a.boost_eos,
+                    plant=plant)
 
 
 if __name__ == "__main__":

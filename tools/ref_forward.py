@@ -165,13 +165,15 @@ class RefModel:
 
     # ------------------------------------------------------------------ forward
     def forward(self, ids, positions=None, past=None, return_kv=False, return_hidden=False,
-                return_k_prerope=False):
+                return_k_prerope=False, return_q=False):
         """Raw logits [T, V] float64 for query rows `ids` at `positions` (default arange).
 
         past: optional list (per layer) of (K [Lp,KV,hd] post-RoPE, V [Lp,KV,hd], pos [Lp]).
         return_kv: also return the list of (K_new, V_new) per layer for the query rows.
         return_k_prerope (with return_kv): the per-layer entries become (K_new, V_new, K_pre),
             K_pre = the same keys before RoPE (used by tools/ref_kvquant.py for KVQuant).
+        return_q: also return the list of the query rows' queries per layer, [T, H, hd] post-RoPE
+            (last in the returned tuple).
         """
         ids = np.asarray(ids, dtype=np.int64)
         T = ids.shape[0]
@@ -185,7 +187,7 @@ class RefModel:
         rep = H // KV
         scale = 1.0 / np.sqrt(hd)
         x = self.embed[ids].copy()  # [T, D]
-        new_kv = []
+        new_kv, qs = [], []
         for li, L in enumerate(self.layers):
             h = self.rmsnorm(x, L.attn_norm)
             q = self._lin(h, L.wq, L.bq).reshape(T, H, hd)
@@ -194,6 +196,8 @@ class RefModel:
             k_pre = k
             q = self.rope(q, positions)
             k = self.rope(k, positions)
+            if return_q:
+                qs.append(q.copy())
             if return_kv:
                 new_kv.append((k.copy(), v.copy(), k_pre.copy()) if return_k_prerope else (k.copy(), v.copy()))
             if past is not None:
@@ -223,6 +227,8 @@ class RefModel:
             out.append(new_kv)
         if return_hidden:
             out.append(hfin)
+        if return_q:
+            out.append(qs)
         return out[0] if len(out) == 1 else tuple(out)
 
 

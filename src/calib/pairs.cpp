@@ -26,6 +26,40 @@ std::vector<int32_t> ids_field(const nlohmann::json& j, const char* key, const s
   return out;
 }
 
+// One pairs-file line; `where` is FILE:LINE.
+CalibPair parse_pair_line(const std::string& line, const std::string& where,
+                          const PairTokenizer& tok, int vocab_size) {
+  const auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", where);
+  CalibPair p;
+  if (j.contains("prompt_ids") || j.contains("answer_ids")) {
+    if (!j.contains("prompt_ids") || !j.contains("answer_ids"))
+      fail("{}: give both 'prompt_ids' and 'answer_ids'", where);
+    p.prompt = ids_field(j, "prompt_ids", where, vocab_size);
+    p.answer = ids_field(j, "answer_ids", where, vocab_size);
+  } else {
+    // GSM8K-style records ({"question", "answer"}) are pairs as they are.
+    const char* pk = j.contains("prompt") ? "prompt" : "question";
+    if (!j.contains(pk) || !j[pk].is_string() || !j.contains("answer") || !j["answer"].is_string())
+      fail(
+          "{}: expected string fields 'prompt' (or 'question') and 'answer', or "
+          "'prompt_ids'/'answer_ids'",
+          where);
+    if (!tok.prompt) fail("{}: text pairs need the model's tokenizer", where);
+    p.prompt = tok.prompt(j[pk].get<std::string>());
+    p.answer = tok.answer(j["answer"].get<std::string>());
+  }
+  if (p.prompt.size() + p.answer.size() < 2)
+    fail("{}: a pair needs at least two tokens in all", where);
+  return p;
+}
+
+void hash_line(uint64_t& h, const std::string& line) {
+  for (unsigned char c : line) h = (h ^ c) * 1099511628211ull;
+}
+
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+
 }  // namespace
 
 std::vector<CalibPair> read_calib_pairs(const std::string& path, const PairTokenizer& tok,
@@ -33,41 +67,36 @@ std::vector<CalibPair> read_calib_pairs(const std::string& path, const PairToken
   std::ifstream in(path);
   if (!in) fail("--data {}: cannot open", path);
   std::vector<CalibPair> pairs;
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnvBasis;
   std::string line;
   for (size_t no = 1; std::getline(in, line); ++no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (limit && pairs.size() >= limit) break;
-    for (unsigned char c : line) h = (h ^ c) * 1099511628211ull;
-    const std::string where = fmt::format("{}:{}", path, no);
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", where);
-    CalibPair p;
-    if (j.contains("prompt_ids") || j.contains("answer_ids")) {
-      if (!j.contains("prompt_ids") || !j.contains("answer_ids"))
-        fail("{}: give both 'prompt_ids' and 'answer_ids'", where);
-      p.prompt = ids_field(j, "prompt_ids", where, vocab_size);
-      p.answer = ids_field(j, "answer_ids", where, vocab_size);
-    } else {
-      // GSM8K-style records ({"question", "answer"}) are pairs as they are.
-      const char* pk = j.contains("prompt") ? "prompt" : "question";
-      if (!j.contains(pk) || !j[pk].is_string() || !j.contains("answer") ||
-          !j["answer"].is_string())
-        fail(
-            "{}: expected string fields 'prompt' (or 'question') and 'answer', or "
-            "'prompt_ids'/'answer_ids'",
-            where);
-      if (!tok.prompt) fail("{}: text pairs need the model's tokenizer", where);
-      p.prompt = tok.prompt(j[pk].get<std::string>());
-      p.answer = tok.answer(j["answer"].get<std::string>());
-    }
-    if (p.prompt.size() + p.answer.size() < 2)
-      fail("{}: a pair needs at least two tokens in all", where);
-    pairs.push_back(std::move(p));
+    hash_line(h, line);
+    pairs.push_back(parse_pair_line(line, fmt::format("{}:{}", path, no), tok, vocab_size));
   }
   if (pairs.empty()) fail("--data {}: no pairs", path);
   if (hash) *hash = fmt::format("{:016x}", h);
   return pairs;
+}
+
+std::string pair_json_line(const TextPair& p) {
+  return nlohmann::json{{"prompt", p.prompt}, {"answer", p.answer}, {"source", p.source}}.dump();
+}
+
+std::vector<CalibPair> tokenize_text_pairs(const std::vector<TextPair>& pairs,
+                                           const PairTokenizer& tok, int vocab_size,
+                                           std::string* hash) {
+  if (pairs.empty()) fail("calibrate: no pairs");
+  std::vector<CalibPair> out;
+  uint64_t h = kFnvBasis;
+  for (const TextPair& p : pairs) {
+    const std::string line = pair_json_line(p);
+    hash_line(h, line);
+    out.push_back(parse_pair_line(line, p.source, tok, vocab_size));
+  }
+  if (hash) *hash = fmt::format("{:016x}", h);
+  return out;
 }
 
 }  // namespace dllmq

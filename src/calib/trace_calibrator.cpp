@@ -73,7 +73,7 @@ const char* region_name(int r) {
 TraceCalibrator::TraceCalibrator(const ModelConfig& cfg, const RopeTable& rope,
                                  TraceCalibOptions opt)
     : cfg_(cfg), rope_(rope), opt_(std::move(opt)), kvd_(cfg.kv_dim()), hd_(cfg.head_dim) {
-  if (opt_.method != "kvquant" && opt_.method != "dllm-kvq")
+  if (opt_.method != "kvquant" && opt_.method != "dllm-kvq" && opt_.method != "observe")
     fail("--method {}: expected kvquant or dllm-kvq", opt_.method);
   if (!(opt_.budget >= 0.0 && opt_.budget <= 1.0))
     fail("--budget {}: accepted range is [0, 1]", opt_.budget);
@@ -101,6 +101,7 @@ TraceCalibrator::TraceCalibrator(const ModelConfig& cfg, const RopeTable& rope,
     score_sum_.assign(L, std::vector<double>(kvd_, 0.0));
     score_pairs_.assign(L, 0.0);
     sens_.resize(L);
+    if (opt_.attention_weighted) krot_.resize(L);
   }
 }
 
@@ -119,6 +120,7 @@ void TraceCalibrator::begin_pair(int canvas_len, int prompt_len,
     kivi_->reset(N_);
     for (auto& e : err_) e.assign(size_t(N_) * kvd_, 0.0f);
   }
+  for (auto& k : krot_) k.assign(size_t(N_) * kvd_, 0.0f);
 }
 
 int TraceCalibrator::region_of(int pos) const {
@@ -134,10 +136,19 @@ void TraceCalibrator::on_forward(const ForwardArgs& a) {
   write_ = a.store ? a.write : PosRange{};
   cached_ = a.cached;
   store_ = a.store;
+  if (dump_) dump_->forward(a);
 }
 
-void TraceCalibrator::observe_row(int layer, int pos, const float* k, const float* v) {
-  RegionStats& r = regions_[layer][region_of(pos)];
+void TraceCalibrator::observe_row(int layer, int pos, const float* k, const float* v, bool fresh) {
+  const int region = region_of(pos);
+  if (dump_) {
+    d_pos_.push_back(pos);
+    d_region_.push_back(region);
+    d_fresh_.push_back(fresh);
+    d_k_.insert(d_k_.end(), k, k + kvd_);
+    d_v_.insert(d_v_.end(), v, v + kvd_);
+  }
+  RegionStats& r = regions_[layer][region];
   ++r.rows;
   for (int c = 0; c < kvd_; ++c) {
     r.k_min[c] = std::min(r.k_min[c], k[c]);
@@ -151,12 +162,19 @@ void TraceCalibrator::observe_row(int layer, int pos, const float* k, const floa
 
 void TraceCalibrator::on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) {
   // The rows this forward reads: cached rows as the store holds them, then the fresh rows.
+  d_pos_.clear(), d_region_.clear(), d_fresh_.clear(), d_k_.clear(), d_v_.clear();
   for (const PosRange& r : cached_)
     for (int p = r.begin; p < r.end; ++p)
       observe_row(layer, p, shadow_k_[layer].data() + size_t(p) * kvd_,
-                  shadow_v_[layer].data() + size_t(p) * kvd_);
+                  shadow_v_[layer].data() + size_t(p) * kvd_, false);
   for (int i = 0; i < n; ++i)
-    observe_row(layer, pos0 + i, k_pre + size_t(i) * kvd_, v + size_t(i) * kvd_);
+    observe_row(layer, pos0 + i, k_pre + size_t(i) * kvd_, v + size_t(i) * kvd_, true);
+  if (dump_) dump_->rows(layer, d_pos_, d_region_, d_fresh_, d_k_, d_v_, kvd_);
+  if (!krot_.empty()) {  // the fresh keys as attention sees them (rotated like the model does)
+    float* kr = krot_[layer].data() + size_t(pos0) * kvd_;
+    std::copy_n(k_pre, size_t(n) * kvd_, kr);
+    rope_.apply(kr, n, cfg_.n_kv_heads, pos0);
+  }
   if (write_.empty()) return;
   // A refresh: the store now holds these rows; so do the shadow and the low-bit store.
   const size_t off = size_t(write_.begin - pos0) * kvd_;
@@ -173,37 +191,69 @@ void TraceCalibrator::on_kv(int layer, int pos0, int n, const float* k_pre, cons
     const KvRows ex = store_->read(layer, g, write_.begin, n_w, ek.data(), ev.data());
     const KvRows lo = kivi_->read(layer, g, write_.begin, n_w, qk.data(), qv.data());
     for (int i = 0; i < n_w; ++i)
-      for (int c = 0; c < hd_; ++c)
-        err_[layer][size_t(write_.begin + i) * kvd_ + size_t(g) * hd_ + c] =
-            ex.k[size_t(i) * ex.ld + c] - lo.k[size_t(i) * lo.ld + c];
+      for (int c = 0; c < hd_; ++c) {
+        const size_t at = size_t(write_.begin + i) * kvd_ + size_t(g) * hd_ + c;
+        err_[layer][at] = ex.k[size_t(i) * ex.ld + c] - lo.k[size_t(i) * lo.ld + c];
+        // Later steps attend to these rows as the store hands them out.
+        if (!krot_.empty()) krot_[layer][at] = ex.k[size_t(i) * ex.ld + c];
+      }
   }
 }
 
+void TraceCalibrator::attention_probs(int layer, const float* qh, int g, int pos0, int n,
+                                      std::vector<double>& p) const {
+  p.clear();
+  const double scale = 1.0 / std::sqrt(double(hd_));
+  auto logit = [&](int pos) {
+    const float* k = krot_[layer].data() + size_t(pos) * kvd_ + size_t(g) * hd_;
+    double s = 0.0;
+    for (int c = 0; c < hd_; ++c) s += double(qh[c]) * k[c];
+    return s * scale;
+  };
+  for (const PosRange& r : cached_)
+    for (int pos = r.begin; pos < r.end; ++pos) p.push_back(logit(pos));
+  for (int i = 0; i < n; ++i) p.push_back(logit(pos0 + i));
+  const double m = *std::max_element(p.begin(), p.end());
+  double sum = 0.0;
+  for (double& x : p) sum += (x = std::exp(x - m));
+  for (double& x : p) x /= sum;
+}
+
 void TraceCalibrator::on_query(int layer, int pos0, int n, const float* q_rot) {
-  if (!kivi_ || cached_.empty()) return;  // only cached steps read quantized rows
   const int a0 = std::max(active_.begin, pos0), a1 = std::min(active_.end, pos0 + n);
+  const int qd_all = cfg_.n_heads * hd_;
+  if (dump_ && a1 > a0)
+    dump_->queries(layer, a0, a1 - a0, q_rot + size_t(a0 - pos0) * qd_all, qd_all);
+  if (!kivi_ || cached_.empty()) return;  // only cached steps read quantized rows
   if (a1 <= a0) return;
   const int rep = cfg_.n_heads / cfg_.n_kv_heads, qd = cfg_.n_heads * hd_;
   std::vector<double>& sum = score_sum_[layer];
   int64_t n_cached = 0;
   for (const PosRange& r : cached_) n_cached += r.size();
+  const bool weighted = !krot_.empty();
+  std::vector<double> prob;
   for (int qi = a0; qi < a1; ++qi) {
     const float* q = q_rot + size_t(qi - pos0) * qd;
     for (int h = 0; h < cfg_.n_heads; ++h) {
       const int g = h / rep;
       const float* qh = q + size_t(h) * hd_;
       double* sg = sum.data() + size_t(g) * hd_;
+      if (weighted) attention_probs(layer, qh, g, pos0, n, prob);
+      int j = 0;  // index of the cached row among the rows read (cached rows come first)
       for (const PosRange& r : cached_)
-        for (int p = r.begin; p < r.end; ++p) {
+        for (int p = r.begin; p < r.end; ++p, ++j) {
+          const double w = weighted ? prob[j] : 1.0;
           const float* e = err_[layer].data() + size_t(p) * kvd_ + size_t(g) * hd_;
           for (int c = 0; c < hd_; ++c) {
             const double t = double(qh[c]) * e[c];
-            sg[c] += t * t;
+            sg[c] += w * t * t;
           }
         }
     }
   }
-  score_pairs_[layer] += double(a1 - a0) * rep * double(n_cached);
+  // Unweighted: the mean over (query, head, cached row). Weighted: per (query, head), the
+  // attention-weighted sum over the cached rows, averaged over (query, head).
+  score_pairs_[layer] += double(a1 - a0) * rep * (weighted ? 1.0 : double(n_cached));
 }
 
 void TraceCalibrator::after_forward(Model& m, const ForwardArgs& f, const float* logits) {
@@ -333,7 +383,10 @@ CalibArtifact TraceCalibrator::finish() const {
   a.extra["layer_kl"] = kl_list;
   a.extra["layer_changed_decisions"] = changed_list;
   a.extra["layer_fp16_channels"] = share_list;
-  a.extra["score"] = "E[(q_c (k_c - kivi(k_c)))^2], unweighted";
+  a.extra["score"] = opt_.attention_weighted
+                         ? "E[(q_c (k_c - kivi(k_c)))^2], weighted by attention probability"
+                         : "E[(q_c (k_c - kivi(k_c)))^2], unweighted";
+  a.extra["score_weight"] = opt_.attention_weighted ? "attention" : "none";
   return a;
 }
 

@@ -22,12 +22,13 @@
 
 #include "cache/kivi_kv_store.h"
 #include "calib/kvquant_calibrator.h"
+#include "calib/state_dump.h"
 #include "decode/generate.h"
 
 namespace dllmq {
 
 struct TraceCalibOptions {
-  std::string method = "kvquant";  // kvquant | dllm-kvq
+  std::string method = "kvquant";  // kvquant | dllm-kvq | observe (statistics and dump only)
   KvQuantCalibOptions kvq;         // kvquant: bits, outliers, sink, reservoir
   int bits_k = 2, bits_v = 2;      // dllm-kvq: the KIVI codec of its store
   int group = 32;
@@ -36,6 +37,9 @@ struct TraceCalibOptions {
   double cap = 4.0;
   std::optional<double> threshold;  // the schedule's tau (changed-decision rule), else top-1
   bool sensitivity = true;          // output-level pass (one extra forward per layer per step)
+  // dllm-kvq channel score: each (query, head, cached row) term weighted by the step's attention
+  // probability of that row (METHODS.md §4.1's option), instead of equally.
+  bool attention_weighted = false;
 };
 
 enum Region { kPromptRegion, kPrefixRegion, kActiveRegion, kSuffixRegion, kNumRegions };
@@ -48,6 +52,8 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
 
   // Starts a pair: canvas length, prompt length and the reference ids of the generated part.
   void begin_pair(int canvas_len, int prompt_len, const std::vector<int32_t>& target);
+  // --dump-states: every forward, the rows it read and the active block's queries go here too.
+  void set_dump(StateDump* d) { dump_ = d; }
 
   void on_forward(const ForwardArgs& a) override;
   void on_kv(int layer, int pos0, int n, const float* k_pre, const float* v) override;
@@ -57,8 +63,8 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
 
   CalibArtifact finish() const;
 
-  // Per layer and region: rows observed and the mean over channels of the pre-RoPE K and V
-  // ranges (max - min) seen there.
+  // Per layer and region: rows observed and the per-channel min / max of the pre-RoPE K and
+  // of V seen there (--stats writes them).
   struct RegionStats {
     int64_t rows = 0;
     std::vector<float> k_min, k_max, v_min, v_max;
@@ -77,7 +83,11 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
 
  private:
   int region_of(int pos) const;
-  void observe_row(int layer, int pos, const float* k, const float* v);
+  void observe_row(int layer, int pos, const float* k, const float* v, bool fresh);
+  // Attention probabilities of one query head over the rows this forward reads (cached rows,
+  // then fresh rows [pos0, pos0 + n)), from the exact post-RoPE keys in krot_.
+  void attention_probs(int layer, const float* qh, int g, int pos0, int n,
+                       std::vector<double>& p) const;
 
   const ModelConfig& cfg_;
   const RopeTable& rope_;
@@ -98,7 +108,12 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
   std::unique_ptr<KiviKvStore> kivi_;           // the low-bit store, written with the refreshes
   std::vector<std::vector<float>> err_;         // [layer][pos][kvd] post-RoPE K - kivi(K)
   std::vector<std::vector<double>> score_sum_;  // [layer][kvd]
-  std::vector<double> score_pairs_;             // [layer] (query, cached row) pairs
+  std::vector<double> score_pairs_;             // [layer] the scores' divisor (see on_query)
+  std::vector<std::vector<float>> krot_;  // attention_weighted: [layer][pos][kvd] post-RoPE K read
+  int fresh0_ = 0, fresh_n_ = 0;          // the current forward's computed rows
+  StateDump* dump_ = nullptr;
+  std::vector<int> d_pos_, d_region_, d_fresh_;  // rows read by the current forward and layer
+  std::vector<float> d_k_, d_v_;
   std::vector<LayerSensitivity> sens_;
 };
 

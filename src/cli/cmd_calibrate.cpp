@@ -15,12 +15,15 @@
 #include "cache/dense_kv_store.h"
 #include "calib/kvquant_calibrator.h"
 #include "calib/pairs.h"
+#include "calib/state_dump.h"
 #include "calib/trace_calibrator.h"
+#include "calib/trajectory_stats.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
 #include "cli/text_codec.h"
 #include "decode/teacher.h"
+#include "eval/calib_pairs.h"
 #include "io/calib_artifact.h"
 #include "util/error.h"
 
@@ -47,7 +50,39 @@ struct CalibArgs {
   std::string rank = "reference";
   double budget = 0.05, budget_floor = 0.25, budget_cap = 4.0;
   bool no_sensitivity = false;
+  std::string score_weight = "none";
+  std::string task;  // --task: --data holds the task's records, converted (eval/calib_pairs.h)
+  eval::PairSourceOptions source;
+  std::string dump_states, stats;
 };
+
+// Sends one forward's per-layer tensors to two observers (kvquant ar with --stats/--dump-states).
+struct TeeObserver final : LayerObserver {
+  LayerObserver *a, *b;
+  TeeObserver(LayerObserver* x, LayerObserver* y) : a(x), b(y) {}
+  void on_forward(const ForwardArgs& f) override { a->on_forward(f), b->on_forward(f); }
+  void on_kv(int l, int p, int n, const float* k, const float* v) override {
+    a->on_kv(l, p, n, k, v), b->on_kv(l, p, n, k, v);
+  }
+  void on_query(int l, int p, int n, const float* q) override {
+    a->on_query(l, p, n, q), b->on_query(l, p, n, q);
+  }
+  void on_layer(int l, int p, int n, const float* k, const float* v, const float* o) override {
+    a->on_layer(l, p, n, k, v, o), b->on_layer(l, p, n, k, v, o);
+  }
+};
+
+// --stats: what the calibration's trajectory read, per layer and region.
+void save_stats(const CalibArgs& a, const TraceCalibrator& tc, const std::string& cache) {
+  if (a.stats.empty()) return;
+  write_trajectory_stats(a.stats, tc,
+                         {{"trajectory", a.trajectory},
+                          {"method", a.method},
+                          {"cache", cache},
+                          {"data", a.data},
+                          {"rank", a.rank}});
+  fmt::print(stderr, "dllmq calibrate: trajectory statistics -> {}\n", a.stats);
+}
 
 // dLLM-KVQ under `ar`: one full forward over prompt + target writes every row, then one
 // dual-cache step per answer block reads the rest as held (every token revealed).
@@ -111,8 +146,10 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
                const std::string& data_hash, const std::string& dir) {
   const ModelConfig& cfg = m.config();
   GenerateOptions go = resolve_generate_flags(a.gen, dir);
-  if (a.gen.cache == "none" && a.trajectory != "ar")
-    fail("--cache none: TRACE replays a cached decoder; give --cache prefix or dual");
+  if (go.cache == CacheMode::kNone && a.method == "dllm-kvq" && a.trajectory != "ar")
+    fail(
+        "--cache none with --method dllm-kvq: nothing is cached, so no channel can be scored; give "
+        "--cache prefix or dual");
   TraceCalibOptions o;
   o.method = a.method;
   o.kvq = kvq_options(a);
@@ -124,7 +161,11 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   o.cap = a.budget_cap;
   o.threshold = go.threshold;
   o.sensitivity = !a.no_sensitivity;
+  o.attention_weighted = a.score_weight == "attention";
   TraceCalibrator tc(cfg, m.rope(), o);
+  std::unique_ptr<StateDump> dump;
+  if (!a.dump_states.empty())
+    tc.set_dump((dump = std::make_unique<StateDump>(a.dump_states)).get());
   const TeacherRank rank =
       a.trajectory == "random" ? TeacherRank::kRandom : parse_teacher_rank(a.rank);
   fmt::print(stderr, "dllmq calibrate: {} | {} {} (rank {}) | {} | {} pairs from {}\n", dir,
@@ -140,6 +181,7 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
       fail("{}: pair {}: prompt {} + gen length {} exceeds the model's {} positions", a.data, i + 1,
            P, go.gen_length, cfg.max_seq);
     tc.begin_pair(N, P, target);
+    if (dump) dump->pair(int(i), a.trajectory, p.prompt, N, target);
     if (a.trajectory == "ar") {
       std::vector<int32_t> ids = p.prompt;
       ids.insert(ids.end(), target.begin(), target.end());
@@ -151,7 +193,10 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
       g.observer = &tc;
       g.probe = &tc;
       g.seed = a.seed + i;
-      const GenerateResult r = generate(m, p.prompt, g);
+      StepCallback on_step;
+      if (dump)
+        on_step = [&](const StepInfo& s) { dump->step(s.step, s.block, s.revealed, s.canvas); };
+      const GenerateResult r = generate(m, p.prompt, g, on_step);
       off_target += r.tokens != target;
     }
     tokens += N;
@@ -167,6 +212,8 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   CalibArtifact art = tc.finish();
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (dump) dump->close();
+  save_stats(a, tc, a.trajectory == "ar" ? "none" : cache_mode_name(go.cache));
   art.trajectory = a.trajectory;
   fill_provenance(art, a, m, pairs.size(), tokens, data_hash);
   art.extra["cache"] = cache_mode_name(go.cache);
@@ -196,6 +243,10 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
 void run(const CalibArgs& a) {
   if (a.method != "kvquant" && a.method != "dllm-kvq")
     fail("--method {}: expected kvquant or dllm-kvq", a.method);
+  if (a.score_weight != "none" && a.score_weight != "attention")
+    fail("--score-weight {}: expected none or attention", a.score_weight);
+  if (a.score_weight != "none" && a.method != "dllm-kvq")
+    fail("--score-weight applies to --method dllm-kvq only");
   if (a.trajectory != "ar" && a.trajectory != "trace" && a.trajectory != "random")
     fail("--trajectory {}: expected ar, trace or random", a.trajectory);
   if (a.out.empty()) fail("--out FILE is required");
@@ -206,15 +257,25 @@ void run(const CalibArgs& a) {
 
   PairTokenizer tok;
   std::unique_ptr<TextCodec> codec = std::make_unique<TextCodec>(*model);
+  // As its eval does, the synth task always puts the question in the chat template.
+  const bool chat = a.chat || (!a.task.empty() && eval::task_forces_chat(a.task));
   if (codec->available()) {
     TextCodec* c = codec.get();
-    tok.prompt = [c, chat = a.chat, sys = a.system](const std::string& t) {
+    tok.prompt = [c, chat, sys = a.system](const std::string& t) {
       return c->prompt_ids(t, chat, sys);
     };
     tok.answer = [c](const std::string& t) { return c->text_ids(t); };
   }
   std::string data_hash;
-  const auto pairs = read_calib_pairs(a.data, tok, cfg.vocab_size, a.limit, &data_hash);
+  std::vector<CalibPair> pairs;
+  if (a.task.empty()) {
+    pairs = read_calib_pairs(a.data, tok, cfg.vocab_size, a.limit, &data_hash);
+  } else {
+    eval::PairSourceOptions so = a.source;
+    so.limit = a.limit;
+    pairs = tokenize_text_pairs(eval::convert_records(a.task, a.data, so), tok, cfg.vocab_size,
+                                &data_hash);
+  }
 
   if (a.method == "dllm-kvq" || a.trajectory != "ar") {
     run_trace(a, *model, pairs, data_hash, dir);
@@ -222,6 +283,17 @@ void run(const CalibArgs& a) {
   }
   const KvQuantCalibOptions o = kvq_options(a);
   KvQuantCalibrator cal(cfg, o);
+  // --stats / --dump-states: an observing TraceCalibrator sees the same forwards.
+  std::unique_ptr<TraceCalibrator> watch;
+  std::unique_ptr<StateDump> dump;
+  if (!a.stats.empty() || !a.dump_states.empty()) {
+    TraceCalibOptions wo;
+    wo.method = "observe";
+    watch = std::make_unique<TraceCalibrator>(cfg, model->rope(), wo);
+    if (!a.dump_states.empty())
+      watch->set_dump((dump = std::make_unique<StateDump>(a.dump_states)).get());
+  }
+  TeeObserver tee(&cal, watch.get());
   fmt::print(stderr, "dllmq calibrate: {} | kvquant ar | K {} / V {} bits | {} pairs from {}\n",
              dir, o.bits_k, o.bits_v, pairs.size(), a.data);
   const auto t0 = std::chrono::steady_clock::now();
@@ -233,14 +305,19 @@ void run(const CalibArgs& a) {
       fail("{}: pair {} has {} tokens, the model takes at most {}", a.data, i + 1, ids.size(),
            cfg.max_seq);
     model->reserve_positions(int(ids.size()));
+    const int P = int(pairs[i].prompt.size());
+    if (watch) watch->begin_pair(int(ids.size()), P, pairs[i].answer);
+    if (dump) dump->pair(int(i), a.trajectory, pairs[i].prompt, int(ids.size()), pairs[i].answer);
     ForwardArgs f;
     f.ids = ids;
-    f.observer = &cal;
+    f.observer = watch ? static_cast<LayerObserver*>(&tee) : &cal;
     model->forward(f, nullptr);
     tokens += int64_t(ids.size());
   }
   const double fwd_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CalibArtifact art = cal.finish();
+  if (dump) dump->close();
+  if (watch) save_stats(a, *watch, "none");
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fill_provenance(art, a, *model, pairs.size(), tokens, data_hash);
@@ -262,8 +339,24 @@ void register_calibrate(CLI::App& app) {
   auto a = std::make_shared<CalibArgs>();
   cmd->add_option("-m,--model", a->model, "model directory (default: the embedded model)");
   cmd->add_option("--data", a->data,
-                  "JSONL pairs: {\"prompt\", \"answer\"} text or {\"prompt_ids\", \"answer_ids\"}")
+                  "JSONL pairs: {\"prompt\", \"answer\"} text or {\"prompt_ids\", \"answer_ids\"}; "
+                  "with --task, that task's records")
       ->required();
+  cmd->add_option("--task", a->task,
+                  "gsm8k | math | mbpp | synth: --data holds the task's records, made into pairs "
+                  "with its eval prompt (as `dllmq make-pairs`)");
+  cmd->add_option("--shots", a->source.shots, "--task gsm8k: few-shot pool (default: --data)");
+  cmd->add_option("--split", a->source.split, "--task mbpp: train | validation | test")
+      ->capture_default_str();
+  cmd->add_option("--score-weight", a->score_weight,
+                  "dllm-kvq channel score: none (every query x cached row alike) | attention "
+                  "(weighted by the step's attention probability of the row)")
+      ->capture_default_str();
+  cmd->add_option("--dump-states", a->dump_states,
+                  "write every observed state (forwards, rows read, queries, reveal steps) as "
+                  "JSONL here (tiny models)");
+  cmd->add_option("--stats", a->stats,
+                  "write the per-layer, per-region K/V ranges the trajectory read (JSON) here");
   cmd->add_option("--method", a->method, "kvquant | dllm-kvq")->capture_default_str();
   cmd->add_option("--trajectory", a->trajectory,
                   "ar: full forward, every token revealed (KVQuant's own) | trace: "

@@ -14,5 +14,6 @@ void register_grid(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_calib_report(CLI::App& app);
+void register_make_pairs(CLI::App& app);
 
 }  // namespace dllmq::cli

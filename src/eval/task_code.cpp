@@ -7,6 +7,7 @@
 #include <map>
 
 #include "eval/data.h"
+#include "eval/prompts.h"
 #include "eval/task.h"
 #include "util/error.h"
 
@@ -110,21 +111,21 @@ class MbppTask : public CodeTask {
     chat_ = opt.chat;
     apply_stop_ = opt.apply_stop;
     const auto docs = read_jsonl(data);
-    std::map<int, Doc> by_id;
+    std::map<int, MbppDoc> by_id;
     for (size_t i = 0; i < docs.size(); ++i) {
       const auto& d = docs[i];
       if (!d.contains("task_id") || !d["task_id"].is_number_integer())
         fail("{}:{}: missing integer task_id", data, i + 1);
       if (!d.contains("test_list") || !d["test_list"].is_array() || d["test_list"].size() < 3)
         fail("{}:{}: test_list needs 3 asserts", data, i + 1);
-      Doc doc{d["task_id"].get<int>(),
-              str_field(d, "text", data, i),
-              str_field(d, "code", data, i),
-              {}};
+      MbppDoc doc{d["task_id"].get<int>(),
+                  str_field(d, "text", data, i),
+                  str_field(d, "code", data, i),
+                  {}};
       for (const auto& t : d["test_list"]) doc.tests.push_back(t.get<std::string>());
       by_id[doc.id] = std::move(doc);
     }
-    for (int id : {2, 3, 4}) {
+    for (int id : kMbppShotIds) {
       if (!by_id.count(id)) fail("{}: few-shot task_id {} missing", data, id);
       shots_.push_back(by_id[id]);
     }
@@ -136,16 +137,11 @@ class MbppTask : public CodeTask {
   size_t size() const override { return docs_.size(); }
   std::string task_id(size_t i) const override { return std::to_string(docs_[i].id); }
   std::vector<std::string> stop_strings() const override { return {"[DONE]"}; }
-  std::string prompt(size_t i) const override {
-    std::string out;
-    for (const Doc& s : shots_)
-      out += text(s) + s.code + "\n[DONE]" + "\n\n";  // target_delimiter ""
-    return out + text(docs_[i]);
-  }
+  std::string prompt(size_t i) const override { return mbpp_prompt(shots_, docs_[i]); }
 
  protected:
   CodeSample program(size_t i, const std::string& response) const override {
-    const Doc& d = docs_[i];
+    const MbppDoc& d = docs_[i];
     CodeSample s;
     s.test = d.tests[0] + "\n" + d.tests[1] + "\n" + d.tests[2];
     const std::string r = apply_stop_ ? apply_stop_strings(response, stop_strings()) : response;
@@ -159,20 +155,23 @@ class MbppTask : public CodeTask {
   }
 
  private:
-  struct Doc {
-    int id = 0;
-    std::string text, code;
-    std::vector<std::string> tests;
-  };
-  static std::string text(const Doc& d) {
-    return "You are an expert Python programmer, and here is your task: " + d.text +
-           " Your code should pass these tests:\n\n" + d.tests[0] + "\n" + d.tests[1] + "\n" +
-           d.tests[2] + "\n[BEGIN]\n";
-  }
-  std::vector<Doc> shots_, docs_;
+  std::vector<MbppDoc> shots_, docs_;
 };
 
+std::string mbpp_text(const MbppDoc& d) {
+  return "You are an expert Python programmer, and here is your task: " + d.text +
+         " Your code should pass these tests:\n\n" + d.tests[0] + "\n" + d.tests[1] + "\n" +
+         d.tests[2] + "\n[BEGIN]\n";
+}
+
 }  // namespace
+
+std::string mbpp_prompt(const std::vector<MbppDoc>& shots, const MbppDoc& doc) {
+  std::string out;
+  for (const MbppDoc& s : shots)
+    out += mbpp_text(s) + s.code + "\n[DONE]" + "\n\n";  // target_delimiter ""
+  return out + mbpp_text(doc);
+}
 
 std::unique_ptr<Task> make_humaneval_task(const std::string& data, const TaskOptions& opt) {
   return std::make_unique<HumanEvalTask>(data, opt);

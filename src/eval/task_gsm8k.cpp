@@ -6,6 +6,7 @@
 
 #include "eval/data.h"
 #include "eval/gsm8k_answer.h"
+#include "eval/prompts.h"
 #include "eval/py_random.h"
 #include "eval/task.h"
 #include "util/error.h"
@@ -54,10 +55,9 @@ class Gsm8kTask : public Task {
   std::string prompt(size_t i) const override {
     if (synth_) return questions_[i];
     load_shots();
-    std::string out;
-    for (uint64_t s : shots_[i])
-      out += "Question: " + train_q_[s] + "\nAnswer:" + " " + train_a_[s] + "\n\n";
-    return out + "Question: " + questions_[i] + "\nAnswer:";
+    std::vector<QaShot> shots;
+    for (uint64_t s : shots_[i]) shots.push_back({train_q_[s], train_a_[s]});
+    return gsm8k_prompt(shots, questions_[i]);
   }
 
   std::vector<SampleScore> score(const std::vector<size_t>& index,
@@ -108,6 +108,13 @@ class Gsm8kTask : public Task {
 };
 
 }  // namespace
+
+std::string gsm8k_prompt(const std::vector<QaShot>& shots, const std::string& question) {
+  std::string out;
+  for (const QaShot& s : shots)
+    out += "Question: " + s.question + "\nAnswer:" + " " + s.answer + "\n\n";
+  return out + "Question: " + question + "\nAnswer:";
+}
 
 std::unique_ptr<Task> make_gsm8k_task(const std::string& data, const TaskOptions& opt) {
   return std::make_unique<Gsm8kTask>(data, opt, /*synth=*/false);

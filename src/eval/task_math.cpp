@@ -11,6 +11,7 @@
 #include "eval/data.h"
 #include "eval/math_answer.h"
 #include "eval/math_equiv_client.h"
+#include "eval/prompts.h"
 #include "eval/task.h"
 #include "util/error.h"
 
@@ -96,12 +97,7 @@ class MathTask : public Task {
     return {"exact_match", "math_verify", "string_equiv"};
   }
 
-  std::string prompt(size_t i) const override {
-    std::string out;
-    for (const Shot& s : kShots)
-      out += std::string("Problem:\n") + s.problem + "\n\nSolution:" + " " + s.solution + "\n\n";
-    return out + "Problem:\n" + problems_[i] + "\n\nSolution:";
-  }
+  std::string prompt(size_t i) const override { return minerva_math_prompt(problems_[i]); }
 
   std::vector<SampleScore> score(const std::vector<size_t>& index,
                                  const std::vector<std::string>& responses,
@@ -188,6 +184,13 @@ class MathTask : public Task {
 };
 
 }  // namespace
+
+std::string minerva_math_prompt(const std::string& problem) {
+  std::string out;
+  for (const Shot& s : kShots)
+    out += std::string("Problem:\n") + s.problem + "\n\nSolution:" + " " + s.solution + "\n\n";
+  return out + "Problem:\n" + problem + "\n\nSolution:";
+}
 
 std::unique_ptr<Task> make_math_task(const std::string& data, const TaskOptions& opt) {
   return std::make_unique<MathTask>(data, opt);

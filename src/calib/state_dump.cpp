@@ -1,0 +1,113 @@
+#include "calib/state_dump.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "util/error.h"
+
+namespace dllmq {
+
+namespace {
+
+template <typename T>
+std::string list(std::span<const T> v) {
+  return fmt::format("[{}]", fmt::join(v, ","));
+}
+
+std::string range(PosRange r) {
+  return fmt::format("[{},{}]", r.begin, r.end);
+}
+
+// Rows of `dim` floats as a JSON list of lists.
+std::string matrix(const float* x, size_t rows, int dim) {
+  std::string s = "[";
+  for (size_t r = 0; r < rows; ++r) {
+    s += r ? ",[" : "[";
+    for (int c = 0; c < dim; ++c) {
+      if (c) s += ',';
+      s += fmt::format("{:.9g}", x[r * dim + c]);
+    }
+    s += ']';
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+StateDump::StateDump(const std::string& path) : path_(path), tmp_(path + ".tmp") {
+  f_ = std::fopen(tmp_.c_str(), "w");
+  if (!f_)
+    fail("--dump-states {}: cannot open {} for writing: {}", path, tmp_, std::strerror(errno));
+}
+
+StateDump::~StateDump() {
+  if (f_) {
+    std::fclose(f_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void StateDump::pair(int index, const std::string& trajectory, std::span<const int32_t> prompt,
+                     int canvas_len, std::span<const int32_t> target) {
+  pair_ = index;
+  forward_ = -1;
+  fmt::print(f_,
+             "{{\"kind\":\"pair\",\"pair\":{},\"trajectory\":\"{}\",\"prompt\":{},"
+             "\"canvas_length\":{},\"target\":{}}}\n",
+             index, trajectory, list(prompt), canvas_len, list(target));
+}
+
+void StateDump::forward(const ForwardArgs& a) {
+  ++forward_;
+  std::string cached = "[";
+  for (size_t i = 0; i < a.cached.size(); ++i) cached += (i ? "," : "") + range(a.cached[i]);
+  fmt::print(f_,
+             "{{\"kind\":\"forward\",\"pair\":{},\"forward\":{},\"pos0\":{},\"ids\":{},"
+             "\"active\":{},\"cached\":{}],\"write\":{},\"logits\":{}}}\n",
+             pair_, forward_, a.pos0, list(a.ids), range(a.active), cached, range(a.write),
+             range(a.logits));
+}
+
+void StateDump::rows(int layer, const std::vector<int>& pos, const std::vector<int>& region,
+                     const std::vector<int>& fresh, const std::vector<float>& k,
+                     const std::vector<float>& v, int kv_dim) {
+  fmt::print(f_,
+             "{{\"kind\":\"rows\",\"pair\":{},\"forward\":{},\"layer\":{},\"pos\":{},"
+             "\"region\":{},\"fresh\":{},\"k\":{},\"v\":{}}}\n",
+             pair_, forward_, layer, list(std::span<const int>(pos)),
+             list(std::span<const int>(region)), list(std::span<const int>(fresh)),
+             matrix(k.data(), pos.size(), kv_dim), matrix(v.data(), pos.size(), kv_dim));
+}
+
+void StateDump::queries(int layer, int pos0, int n, const float* q, int q_dim) {
+  std::vector<int> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = pos0 + i;
+  fmt::print(f_,
+             "{{\"kind\":\"queries\",\"pair\":{},\"forward\":{},\"layer\":{},\"pos\":{},\"q\":{}}}"
+             "\n",
+             pair_, forward_, layer, list(std::span<const int>(pos)), matrix(q, size_t(n), q_dim));
+}
+
+void StateDump::step(int step, int block, std::span<const int32_t> revealed,
+                     std::span<const int32_t> canvas) {
+  fmt::print(f_,
+             "{{\"kind\":\"step\",\"pair\":{},\"step\":{},\"block\":{},\"revealed\":{},"
+             "\"canvas\":{}}}\n",
+             pair_, step, block, list(revealed), list(canvas));
+}
+
+void StateDump::close() {
+  if (!f_) return;
+  const bool ok = std::fflush(f_) == 0 && std::ferror(f_) == 0;
+  std::fclose(f_);
+  f_ = nullptr;
+  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp_.c_str());
+    fail("--dump-states {}: writing failed: {}", path_, std::strerror(errno));
+  }
+}
+
+}  // namespace dllmq
