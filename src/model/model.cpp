@@ -96,31 +96,162 @@ void Model::grow(int n) {
 }
 
 void Model::forward(const ForwardArgs& a, float* logits) {
-  const int n = static_cast<int>(a.ids.size());
+  const CanvasForward one{&a, logits};
+  forward_batch({&one, 1});
+}
+
+void Model::forward_batch(std::span<const CanvasForward> canvases) {
   const int d = cfg_.d_model, hd = cfg_.head_dim, nh = cfg_.n_heads, nkv = cfg_.n_kv_heads;
-  const int kvd = cfg_.kv_dim();
+  const int kvd = cfg_.kv_dim(), qd = nh * hd, mlp = cfg_.mlp_hidden;
   const ComputeDType dt = dtype_;
-  assert(a.logits.begin >= a.pos0 && a.logits.end <= a.pos0 + n);
-  assert(a.write.empty() || (a.write.begin >= a.pos0 && a.write.end <= a.pos0 + n));
   PhaseClock clock;
   ForwardProfile& pf = profile_;
+  // Canvas c owns stacked rows [row0[c], row0[c] + n_c) of every activation buffer.
+  const size_t nc = canvases.size();
+  row0_.resize(nc + 1);
+  row0_[0] = 0;
+  for (size_t c = 0; c < nc; ++c) {
+    const ForwardArgs& a = *canvases[c].args;
+    assert(a.logits.begin >= a.pos0 && a.logits.end <= a.pos0 + int(a.ids.size()));
+    assert(a.write.empty() ||
+           (a.write.begin >= a.pos0 && a.write.end <= a.pos0 + int(a.ids.size())));
+    row0_[c + 1] = row0_[c] + static_cast<int>(a.ids.size());
+  }
+  const int n = row0_[nc];
   grow(n);
-  rope_.reserve(a.pos0 + n);
+  auto rows_of = [&](const ForwardArgs& a) { return static_cast<int>(a.ids.size()); };
+  // One GEMM block per canvas over a stacked buffer with `ld` floats per row.
+  auto blocks = [&](const float* x, int ldx, float* y, int ldy) {
+    blocks_.resize(nc);
+    for (size_t c = 0; c < nc; ++c)
+      blocks_[c] = {x + size_t(row0_[c]) * ldx, row0_[c + 1] - row0_[c],
+                    y + size_t(row0_[c]) * ldy};
+    return std::span<const LinearRows>(blocks_);
+  };
 
   // x: [n, d] token embeddings (no scaling).
-  for (int i = 0; i < n; ++i) {
-    const int id = a.ids[i];
-    if (id < 0 || id >= cfg_.vocab_size)
-      fail("token id {} at row {} outside the vocabulary [0, {})", id, i, cfg_.vocab_size);
-    tensor_row_f32(*w_.embed, id, d, x_.data() + size_t(i) * d);
+  for (size_t c = 0; c < nc; ++c) {
+    const ForwardArgs& a = *canvases[c].args;
+    rope_.reserve(a.pos0 + rows_of(a));
+    for (int i = 0; i < rows_of(a); ++i) {
+      const int id = a.ids[i];
+      if (id < 0 || id >= cfg_.vocab_size)
+        fail("token id {} at row {} outside the vocabulary [0, {})", id, i, cfg_.vocab_size);
+      tensor_row_f32(*w_.embed, id, d, x_.data() + size_t(row0_[c] + i) * d);
+    }
+    account(a);
+  }
+  clock.charge(pf.other);
+
+  for (size_t c = 0; c < nc; ++c)
+    if (canvases[c].args->observer) canvases[c].args->observer->on_forward(*canvases[c].args);
+  std::vector<StoredKvRows> stored;  // a handful of ranges; tiny
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const LayerWeights& L = w_.layers[l];
+    rmsnorm(x_.data(), n, d, L.attn_norm.data(), cfg_.rms_eps, h_.data());
+    clock.charge(pf.other);
+    linear_grouped(blocks(h_.data(), d, q_.data(), qd), L.q, qd, dt);    // [n, nh*hd]
+    linear_grouped(blocks(h_.data(), d, k_.data(), kvd), L.k, kvd, dt);  // [n, kvd] pre-RoPE
+    linear_grouped(blocks(h_.data(), d, v_.data(), kvd), L.v, kvd, dt);  // [n, kvd]
+    clock.charge(pf.proj);
+    for (size_t c = 0; c < nc; ++c) {
+      const ForwardArgs& a = *canvases[c].args;
+      const int nr = rows_of(a);
+      float* q = q_.data() + size_t(row0_[c]) * qd;
+      float* k = k_.data() + size_t(row0_[c]) * kvd;
+      const float* v = v_.data() + size_t(row0_[c]) * kvd;
+      if (a.store != nullptr && !a.write.empty()) {
+        const int r0 = a.write.begin - a.pos0;
+        a.store->write(l, a.write.begin, a.write.size(), k + size_t(r0) * kvd,
+                       v + size_t(r0) * kvd);
+      }
+      if (a.observer) a.observer->on_kv(l, a.pos0, nr, k, v);
+      rope_.apply(q, nr, nh, a.pos0);
+      rope_.apply(k, nr, nkv, a.pos0);
+      if (a.observer) a.observer->on_query(l, a.pos0, nr, q);
+    }
+    clock.charge(pf.other);
+
+    for (size_t c = 0; c < nc; ++c) {
+      const ForwardArgs& a = *canvases[c].args;
+      const int nr = rows_of(a);
+      const float* k = k_.data() + size_t(row0_[c]) * kvd;
+      const float* v = v_.data() + size_t(row0_[c]) * kvd;
+      float* att = att_.data() + size_t(row0_[c]) * qd;
+      stored.clear();
+      stored.reserve(a.cached.size());
+      sources_.clear();
+      for (const PosRange& r : a.cached) stored.emplace_back(*a.store, l, r);
+      FreshKvRows fresh(k, v, nr, kvd, hd);
+      // Keys in canvas order; softmax does not care, but it keeps summation order close to the
+      // references, which attend over the whole canvas left to right.
+      bool fresh_added = false;
+      for (size_t i = 0; i < stored.size(); ++i) {
+        if (!fresh_added && a.cached[i].begin > a.pos0) {
+          sources_.push_back(&fresh);
+          fresh_added = true;
+        }
+        sources_.push_back(&stored[i]);
+      }
+      if (!fresh_added) sources_.push_back(&fresh);
+      attention(q_.data() + size_t(row0_[c]) * qd, nr, nh, nkv, hd, sources_, att);  // [nr, qd]
+      clock.charge(pf.attn);
+      if (a.observer) a.observer->on_layer(l, a.pos0, nr, k, v, att);
+      clock.charge(pf.other);
+    }
+
+    linear_grouped(blocks(att_.data(), qd, h_.data(), d), L.o, d, dt);
+    clock.charge(pf.proj);
+    for (size_t i = 0; i < size_t(n) * d; ++i) x_[i] += h_[i];
+
+    rmsnorm(x_.data(), n, d, L.ffn_norm.data(), cfg_.rms_eps, h_.data());
+    clock.charge(pf.other);
+    linear_grouped(blocks(h_.data(), d, gate_.data(), mlp), L.gate, mlp, dt);  // [n, mlp]
+    linear_grouped(blocks(h_.data(), d, up_.data(), mlp), L.up, mlp, dt);      // [n, mlp]
+    clock.charge(pf.proj);
+    silu_mul(gate_.data(), up_.data(), size_t(n) * mlp);
+    clock.charge(pf.other);
+    linear_grouped(blocks(gate_.data(), mlp, h_.data(), d), L.down, d, dt);  // [n, d]
+    clock.charge(pf.proj);
+    for (size_t i = 0; i < size_t(n) * d; ++i) x_[i] += h_[i];
   }
 
+  // Final norm and LM head on the rows that need logits, each canvas's into its own output.
+  blocks_.clear();
+  int nl_all = 0;
+  for (size_t c = 0; c < nc; ++c) {
+    const ForwardArgs& a = *canvases[c].args;
+    if (a.logits.empty()) continue;
+    const int r0 = row0_[c] + a.logits.begin - a.pos0, nl = a.logits.size();
+    float* h = h_.data() + size_t(nl_all) * d;
+    rmsnorm(x_.data() + size_t(r0) * d, nl, d, w_.final_norm.data(), cfg_.rms_eps, h);
+    blocks_.push_back({h, nl, canvases[c].logits});
+    nl_all += nl;
+  }
+  if (blocks_.empty()) {
+    clock.charge(pf.other);
+    return;
+  }
+  linear_grouped(blocks_, w_.lm_head, cfg_.vocab_size, dt);  // [nl, vocab] per canvas
+  for (const LinearRows& b : blocks_) {
+    pf.head.flops += 2.0 * b.n * d * cfg_.vocab_size;
+    pf.head.bytes += weight_bytes(w_.lm_head) + 4.0 * b.n * (d + double(cfg_.vocab_size));
+    pf.logit_rows += b.n;
+  }
+  clock.charge(pf.head);
+}
+
+// FLOPs and roofline bytes of one canvas's forward, per phase: FLOPs from the model count; bytes
+// are what each phase must move at least (weights once, activations in and out, every K/V row
+// read).
+void Model::account(const ForwardArgs& a) {
+  const int n = static_cast<int>(a.ids.size());
+  const int d = cfg_.d_model, kvd = cfg_.kv_dim();
+  ForwardProfile& pf = profile_;
   int n_keys = n;
   for (const PosRange& r : a.cached) n_keys += r.size();
   flops_done_ += forward_flops(n, n_keys, a.logits.size());
-  // Roofline work of this forward, per phase: FLOPs from the model count; bytes are what each
-  // phase must move at least (weights once, activations in and out, every K/V row read).
-  const double qd = double(nh) * hd, mlp = cfg_.mlp_hidden;
+  const double qd = double(cfg_.n_heads) * cfg_.head_dim, mlp = cfg_.mlp_hidden;
   double cached_kv_bytes = 0.0;
   if (a.store != nullptr)
     for (const PosRange& r : a.cached)
@@ -134,78 +265,12 @@ void Model::forward(const ForwardArgs& a, float* logits) {
     pf.attn.flops += 4.0 * n * n_keys * qd;
     pf.attn.bytes += 4.0 * n * 2 * qd + 4.0 * n * 2 * kvd + cached_kv_bytes;
   }
-  clock.charge(pf.other);
+}
 
-  if (a.observer) a.observer->on_forward(a);
-  std::vector<StoredKvRows> stored;  // a handful of ranges; tiny
-  stored.reserve(a.cached.size());
-  sources_.clear();
-  for (int l = 0; l < cfg_.n_layers; ++l) {
-    const LayerWeights& L = w_.layers[l];
-    rmsnorm(x_.data(), n, d, L.attn_norm.data(), cfg_.rms_eps, h_.data());
-    clock.charge(pf.other);
-    linear(h_.data(), n, L.q, q_.data(), 0, dt);  // [n, nh*hd]
-    linear(h_.data(), n, L.k, k_.data(), 0, dt);  // [n, kvd] pre-RoPE
-    linear(h_.data(), n, L.v, v_.data(), 0, dt);  // [n, kvd]
-    clock.charge(pf.proj);
-    if (a.store != nullptr && !a.write.empty()) {
-      const int r0 = a.write.begin - a.pos0;
-      a.store->write(l, a.write.begin, a.write.size(), k_.data() + size_t(r0) * kvd,
-                     v_.data() + size_t(r0) * kvd);
-    }
-    if (a.observer) a.observer->on_kv(l, a.pos0, n, k_.data(), v_.data());
-    rope_.apply(q_.data(), n, nh, a.pos0);
-    rope_.apply(k_.data(), n, nkv, a.pos0);
-    if (a.observer) a.observer->on_query(l, a.pos0, n, q_.data());
-    clock.charge(pf.other);
-
-    stored.clear();
-    sources_.clear();
-    for (const PosRange& r : a.cached) stored.emplace_back(*a.store, l, r);
-    FreshKvRows fresh(k_.data(), v_.data(), n, kvd, hd);
-    // Keys in canvas order; softmax does not care, but it keeps summation order close to the
-    // references, which attend over the whole canvas left to right.
-    bool fresh_added = false;
-    for (size_t i = 0; i < stored.size(); ++i) {
-      if (!fresh_added && a.cached[i].begin > a.pos0) {
-        sources_.push_back(&fresh);
-        fresh_added = true;
-      }
-      sources_.push_back(&stored[i]);
-    }
-    if (!fresh_added) sources_.push_back(&fresh);
-    attention(q_.data(), n, nh, nkv, hd, sources_, att_.data());  // [n, nh*hd]
-    clock.charge(pf.attn);
-    if (a.observer) a.observer->on_layer(l, a.pos0, n, k_.data(), v_.data(), att_.data());
-    clock.charge(pf.other);
-
-    linear(att_.data(), n, L.o, h_.data(), 0, dt);
-    clock.charge(pf.proj);
-    for (size_t i = 0; i < size_t(n) * d; ++i) x_[i] += h_[i];
-
-    rmsnorm(x_.data(), n, d, L.ffn_norm.data(), cfg_.rms_eps, h_.data());
-    clock.charge(pf.other);
-    linear(h_.data(), n, L.gate, gate_.data(), 0, dt);  // [n, mlp]
-    linear(h_.data(), n, L.up, up_.data(), 0, dt);      // [n, mlp]
-    clock.charge(pf.proj);
-    silu_mul(gate_.data(), up_.data(), size_t(n) * cfg_.mlp_hidden);
-    clock.charge(pf.other);
-    linear(gate_.data(), n, L.down, h_.data(), 0, dt);  // [n, d]
-    clock.charge(pf.proj);
-    for (size_t i = 0; i < size_t(n) * d; ++i) x_[i] += h_[i];
-  }
-
-  if (a.logits.empty()) {
-    clock.charge(pf.other);
-    return;
-  }
-  const int r0 = a.logits.begin - a.pos0, nl = a.logits.size();
-  rmsnorm(x_.data() + size_t(r0) * d, nl, d, w_.final_norm.data(), cfg_.rms_eps, h_.data());
-  linear(h_.data(), nl, w_.lm_head, logits, 0, dt);  // [nl, vocab]
-  pf.head.flops += 2.0 * nl * d * cfg_.vocab_size;
-  pf.head.bytes += weight_bytes(w_.lm_head) + 4.0 * nl * (d + double(cfg_.vocab_size));
-  pf.logit_rows += nl;
-  clock.charge(pf.head);
+double Model::forward_flops(const ForwardArgs& a) const {
+  int n_keys = static_cast<int>(a.ids.size());
+  for (const PosRange& r : a.cached) n_keys += r.size();
+  return forward_flops(static_cast<int>(a.ids.size()), n_keys, a.logits.size());
 }
 
 double Model::forward_flops(int n, int n_keys, int n_logits) const {

@@ -45,6 +45,21 @@ struct ForwardArgs {
   LayerObserver* observer = nullptr;
 };
 
+// One canvas of a batched forward: its arguments and where its logits rows go
+// ([args->logits.size(), vocab_size]).
+struct CanvasForward {
+  const ForwardArgs* args = nullptr;
+  float* logits = nullptr;
+};
+
+// Runs a decoder's forwards. Model::forward by default; batched decoding puts a runner here that
+// joins the forwards of several decoders into one Model::forward_batch (decode/batch.h).
+class ForwardRunner {
+ public:
+  virtual ~ForwardRunner() = default;
+  virtual void forward(const ForwardArgs& args, float* logits) = 0;
+};
+
 // Time and work of one kind of operation summed over forwards: wall and process CPU seconds
 // (CPU / wall = cores busy), model FLOPs and bytes the operation must move at least (weights
 // once per call, activations, K/V rows read), for roofline reports.
@@ -95,6 +110,15 @@ class Model {
   // logits: [args.logits.size(), vocab_size] raw rows (no shift applied).
   void forward(const ForwardArgs& args, float* logits);
 
+  // Several canvases in one forward (batched decoding). Their rows are stacked without padding:
+  // row-wise work (norms, MLP, residuals) runs over the stack, every projection is one weight
+  // pass with a GEMM per canvas of that canvas's own shape (linear_grouped), and attention runs
+  // per canvas over its own fresh and cached rows. So each canvas's logits are bit-identical to
+  // forward() on it alone, and no padding can leak into attention.
+  void forward_batch(std::span<const struct CanvasForward> canvases);
+
+  // Model FLOPs of the forward `args` describes.
+  double forward_flops(const ForwardArgs& args) const;
   // Model FLOPs of one forward over `n` fresh rows attending to `n_keys` keys with `n_logits`
   // LM-head rows (2 per multiply-add), for benchmark reports.
   double forward_flops(int n, int n_keys, int n_logits) const;
@@ -104,6 +128,7 @@ class Model {
  private:
   Model() = default;
   void grow(int n);
+  void account(const ForwardArgs& a);  // FLOPs and profile work of one canvas's forward
 
   std::string dir_;
   mutable std::string fingerprint_;
@@ -118,6 +143,8 @@ class Model {
   int cap_ = 0;
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
   std::vector<const KvRowSource*> sources_;
+  std::vector<int> row0_;           // batched forward: first stacked row of each canvas (+ total)
+  std::vector<LinearRows> blocks_;  // batched forward: one GEMM block per canvas
 };
 
 }  // namespace dllmq

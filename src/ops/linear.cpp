@@ -83,7 +83,15 @@ void round_to_bf16(const float* src, float* dst, size_t n) {
 }
 
 void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDType dt) {
+  const LinearRows one{x, n, y};
+  linear_grouped({&one, 1}, l, ldy, dt);
+}
+
+void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy,
+                    ComputeDType dt) {
   if (ldy == 0) ldy = l.out;
+  int n = 0;  // rows of all blocks
+  for (const LinearRows& b : blocks) n += std::max(b.n, 0);
   if (n <= 0) return;
   const int out = l.out, in = l.in;
   const bool bf16 = dt == ComputeDType::kBF16;
@@ -92,18 +100,27 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDT
   const int pr = panel_rows(in);
   const int n_panels = (out + pr - 1) / pr;
 
+  // Inputs as the GEMM reads them: the caller's rows, or (bf16 compute) rounded copies of all
+  // blocks side by side, made once and shared by every panel.
   thread_local InputScratch xs;
-  const float* xa = x;
-  const uint16_t* xb = nullptr;
+  thread_local std::vector<const void*> xin;
+  xin.resize(blocks.size());
   const size_t nx = size_t(n) * in;
-  if (native) {
-    if (xs.bf16.size() < nx) xs.bf16.resize(nx);
-    for (size_t i = 0; i < nx; ++i) xs.bf16[i] = f32_to_bf16(x[i]);
-    xb = xs.bf16.data();
-  } else if (bf16) {
-    if (xs.f32.size() < nx) xs.f32.resize(nx);
-    round_to_bf16(x, xs.f32.data(), nx);
-    xa = xs.f32.data();
+  if (native && xs.bf16.size() < nx) xs.bf16.resize(nx);
+  if (bf16 && !native && xs.f32.size() < nx) xs.f32.resize(nx);
+  size_t off = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const LinearRows& b = blocks[i];
+    const size_t nb = size_t(std::max(b.n, 0)) * in;
+    xin[i] = b.x;
+    if (native) {
+      for (size_t j = 0; j < nb; ++j) xs.bf16[off + j] = f32_to_bf16(b.x[j]);
+      xin[i] = xs.bf16.data() + off;
+    } else if (bf16) {
+      round_to_bf16(b.x, xs.f32.data() + off, nb);
+      xin[i] = xs.f32.data() + off;
+    }
+    off += nb;
   }
 
   // Small products stay on one thread: a parallel region costs more than it saves there.
@@ -117,7 +134,10 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDT
       const int r0 = p * pr, rows = std::min(pr, out - r0);
       if (native) {
         const auto* w = static_cast<const uint16_t*>(l.w->data) + size_t(r0) * in;
-        gemm_bf16_nt(n, rows, in, xb, in, w, in, y + r0, ldy);
+        for (size_t i = 0; i < blocks.size(); ++i)
+          if (blocks[i].n > 0)
+            gemm_bf16_nt(blocks[i].n, rows, in, static_cast<const uint16_t*>(xin[i]), in, w, in,
+                         blocks[i].y + r0, ldy);
         continue;
       }
 
@@ -126,17 +146,21 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDT
         widen_panel(l, r0, rows, bf16, s.panel.data());
         w = s.panel.data();
       }
-      sgemm_nt(n, rows, in, xa, in, w, in, y + r0, ldy);
+      for (size_t i = 0; i < blocks.size(); ++i)
+        if (blocks[i].n > 0)
+          sgemm_nt(blocks[i].n, rows, in, static_cast<const float*>(xin[i]), in, w, in,
+                   blocks[i].y + r0, ldy);
     }
   }
   if (l.b != nullptr) {
     thread_local std::vector<float> bias;
     if (bias.size() < size_t(out)) bias.resize(out);
     to_f32(l.b->dtype, l.b->data, bias.data(), out);
-    for (int i = 0; i < n; ++i) {
-      float* yi = y + size_t(i) * ldy;
-      for (int o = 0; o < out; ++o) yi[o] += bias[o];
-    }
+    for (const LinearRows& b : blocks)
+      for (int i = 0; i < b.n; ++i) {
+        float* yi = b.y + size_t(i) * ldy;
+        for (int o = 0; o < out; ++o) yi[o] += bias[o];
+      }
   }
 }
 

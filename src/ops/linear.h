@@ -4,6 +4,7 @@
 // CPU with bf16 dot products, multiplied as they are stored.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "io/safetensors.h"
@@ -29,6 +30,20 @@ struct Linear {
 // x: [n, in] f32, y: [n, out] f32 (row stride `ldy`, default out).
 void linear(const float* x, int n, const Linear& l, float* y, int ldy = 0,
             ComputeDType dt = ComputeDType::kF32);
+
+// One block of rows of a grouped product: x [n, in] -> y [n, ldy].
+struct LinearRows {
+  const float* x = nullptr;
+  int n = 0;
+  float* y = nullptr;
+};
+
+// The same weights applied to several independent row blocks (the canvases of a batched
+// forward). Each weight panel is widened once and multiplied with every block in a GEMM call of
+// that block's own shape, so every block's result is bit-identical to linear() on it alone: a
+// GEMM library may pick other kernels, hence other summation orders, for another row count.
+void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy = 0,
+                    ComputeDType dt = ComputeDType::kF32);
 
 // Makes BLAS calls single-threaded (the engine parallelises around them). Idempotent.
 void blas_use_one_thread();
