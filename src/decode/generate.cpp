@@ -63,6 +63,23 @@ const char* rank_alg_name(RankAlg a) {
 
 namespace {
 
+// The ranking a sampler uses: --alg or the architecture's default; Dream's low_confidence is its
+// maskgit_plus (the same rule: max probability).
+RankAlg resolved_alg(const GenerateOptions& opt, Arch arch) {
+  const bool llada = arch == Arch::kLLaDA;
+  RankAlg a = opt.alg.value_or(llada ? RankAlg::kLowConfidence : RankAlg::kEntropy);
+  if (llada && a != RankAlg::kLowConfidence && a != RankAlg::kRandom)
+    fail("--alg {}: LLaDA's sampler ranks by low_confidence or random", rank_alg_name(a));
+  if (!llada && a == RankAlg::kRandom)
+    fail("--alg random: Dream's sampler has no random ranking (use origin)");
+  if (!llada && a == RankAlg::kLowConfidence) a = RankAlg::kMaskgitPlus;
+  return a;
+}
+
+bool uses_block_driver(const GenerateOptions& opt, Arch arch) {
+  return !(arch == Arch::kDream && opt.cache == CacheMode::kNone);
+}
+
 struct Candidate {
   int pos;
   Proposal p;
@@ -86,7 +103,7 @@ class Decoder {
         cb_(cb),
         rng_(opt.seed),
         eot_(cfg_.eot_id >= 0 ? cfg_.eot_id : opt.eot_id),
-        policy_(resolve_alg(), opt, cfg_.eos_id, eot_, rng_) {
+        policy_(resolved_alg(opt, m.config().arch), opt, cfg_.eos_id, eot_, rng_) {
     P_ = static_cast<int>(prompt.size());
     N_ = P_ + opt.gen_length;
     x_.assign(prompt.begin(), prompt.end());
@@ -110,8 +127,7 @@ class Decoder {
 
   GenerateResult run() {
     const auto t0 = std::chrono::steady_clock::now();
-    const double f0 = m_.flops_done();
-    if (cfg_.arch == Arch::kDream && opt_.cache == CacheMode::kNone) {
+    if (!uses_block_driver(opt_, cfg_.arch)) {
       if (opt_.threshold || opt_.factor)
         dream_global_threshold();
       else
@@ -132,20 +148,18 @@ class Decoder {
     r.kv_method = store_ ? store_->method() : "none";
     r.kv_bits_k = store_ ? store_->bits_k() : 0;
     r.kv_bits_v = store_ ? store_->bits_v() : 0;
-    r.flops = m_.flops_done() - f0;
+    r.flops = flops_;
     return r;
   }
 
  private:
-  RankAlg resolve_alg() const {
-    const bool llada = cfg_.arch == Arch::kLLaDA;
-    RankAlg a = opt_.alg.value_or(llada ? RankAlg::kLowConfidence : RankAlg::kEntropy);
-    if (llada && a != RankAlg::kLowConfidence && a != RankAlg::kRandom)
-      fail("--alg {}: LLaDA's sampler ranks by low_confidence or random", rank_alg_name(a));
-    if (!llada && a == RankAlg::kRandom)
-      fail("--alg random: Dream's sampler has no random ranking (use origin)");
-    if (!llada && a == RankAlg::kLowConfidence) a = RankAlg::kMaskgitPlus;  // same rule: max prob
-    return a;
+  // Every forward of the decoder: Model::forward, or the batching runner when one is given.
+  void run_forward(const ForwardArgs& f, float* out) {
+    flops_ += m_.forward_flops(f);
+    if (opt_.runner)
+      opt_.runner->forward(f, out);
+    else
+      m_.forward(f, out);
   }
 
   // Logits rows for canvas positions [first, last): the raw row predicting each position.
@@ -172,7 +186,7 @@ class Decoder {
     f.active = {a, b};
     f.observer = opt_.observer;
     float* out = logits_for(f.logits.size());
-    m_.forward(f, out);
+    run_forward(f, out);
     ++nfe_;
     note_kv();
     if (opt_.probe) opt_.probe->after_forward(m_, f, out);
@@ -193,7 +207,7 @@ class Decoder {
     if (tracer_ && opt_.observer) fail("--trace-cache and a calibration observer are exclusive");
     f.observer = tracer_ ? tracer_->cached_observer() : opt_.observer;
     float* out = logits_for(f.logits.size());
-    m_.forward(f, out);
+    run_forward(f, out);
     ++nfe_;
     if (opt_.probe) opt_.probe->after_forward(m_, f, out);
     if (tracer_) tracer_->finish_step(m_, x_, *store_, cached, q0, q1, block, steps_, nfe_);
@@ -285,26 +299,10 @@ class Decoder {
   }
 
   // --- LLaDA block driver (also Fast-dLLM's Dream block mode) ------------------------------
-  void check_blocks(int* n_blocks, int* spb) const {
-    const int G = opt_.gen_length, B = opt_.block_length;
-    if (B <= 0 || G % B != 0) fail("--gen-length {} is not a multiple of --block-length {}", G, B);
-    *n_blocks = G / B;
-    if (opt_.steps <= 0 || opt_.steps % *n_blocks != 0)
-      fail(
-          "--steps {} is not a multiple of the number of blocks {} (= gen length {} / block length "
-          "{})",
-          opt_.steps, *n_blocks, G, B);
-    *spb = opt_.steps / *n_blocks;
-  }
-
+  // (check_generate_options made sure the blocks and steps divide evenly.)
   void block_driver() {
-    int nb = 0, spb = 0;
-    check_blocks(&nb, &spb);
+    const int nb = opt_.gen_length / opt_.block_length, spb = opt_.steps / nb;
     const bool dream = cfg_.arch == Arch::kDream;
-    if (dream && P_ == 0)
-      fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
-    if (opt_.cfg_scale > 0 && opt_.cache != CacheMode::kNone)
-      fail("--cfg-scale is defined for --cache none only (LLaDA's generate)");
     const auto ts = dream_timesteps(spb, opt_.eps);
     for (int b = 0; b < nb; ++b) {
       const int s = P_ + b * opt_.block_length, e = s + opt_.block_length;
@@ -365,12 +363,12 @@ class Decoder {
     ForwardArgs f;
     f.ids = x_;
     f.logits = {s, e};
-    m_.forward(f, cond.data());
+    run_forward(f, cond.data());
     std::vector<int32_t> un(x_);
     std::fill(un.begin(), un.begin() + P_, cfg_.mask_id);
     f.ids = un;
     float* out = logits_for(n);
-    m_.forward(f, out);
+    run_forward(f, out);
     const float w = static_cast<float>(opt_.cfg_scale + 1.0);
     for (size_t i = 0; i < size_t(n) * V; ++i) out[i] = out[i] + w * (cond[i] - out[i]);
     ++nfe_;
@@ -431,9 +429,7 @@ class Decoder {
 
   // --- Dream's own sampler over the whole canvas ---------------------------------------------
   void dream_whole_canvas() {
-    if (P_ == 0) fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
     const int steps = opt_.steps;
-    if (steps <= 0) fail("--steps must be positive, got {}", steps);
     const auto ts = dream_timesteps(steps, opt_.eps);
     const RankAlg alg = policy_.alg();
     for (int i = 0; i < steps; ++i) {
@@ -459,11 +455,7 @@ class Decoder {
 
   // Fast-dLLM's global threshold variant for Dream without cache (generation_utils.py).
   void dream_global_threshold() {
-    if (P_ == 0) fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
     int steps = opt_.steps;
-    if (steps <= 0 || opt_.gen_length % steps != 0)
-      fail("--steps {} must divide --gen-length {} for Dream's global threshold decoding", steps,
-           opt_.gen_length);
     int q = opt_.gen_length / steps, carry = 0;
     for (int i = 0; i < steps; ++i) {
       const float* lg = full_forward(P_, N_, {});
@@ -508,24 +500,51 @@ class Decoder {
   const TeacherForcing* teacher_ = nullptr;
   PosRange active_;
   int nfe_ = 0, steps_ = 0;
+  double flops_ = 0.0;  // model FLOPs of the decoder's forwards
   KvBytes kv_peak_;
   size_t kv_peak_fp16_ = 0;
 };
 
 }  // namespace
 
-GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,
-                        const StepCallback& on_step) {
+void check_generate_options(const GenerateOptions& opt, const ModelConfig& cfg,
+                            std::span<const int32_t> prompt) {
   if (opt.gen_length <= 0) fail("--gen-length must be positive, got {}", opt.gen_length);
   if (opt.threshold && opt.factor) fail("--threshold and --factor are exclusive; give one");
   if (opt.threshold && (*opt.threshold <= 0.0 || *opt.threshold > 1.0))
     fail("--threshold must be in (0, 1], got {}", *opt.threshold);
   if (opt.factor && *opt.factor <= 0.0) fail("--factor must be positive, got {}", *opt.factor);
   if (opt.temperature < 0.0) fail("--temperature must be >= 0, got {}", opt.temperature);
-  const int vocab = model.config().vocab_size;
+  const int vocab = cfg.vocab_size;
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)
       fail("prompt token id {} at index {} outside the vocabulary [0, {})", prompt[i], i, vocab);
+  (void)resolved_alg(opt, cfg.arch);
+  const bool dream = cfg.arch == Arch::kDream;
+  if (dream && prompt.empty())
+    fail("Dream needs a non-empty prompt (its logits are shifted by one position)");
+  if (uses_block_driver(opt, cfg.arch)) {
+    const int G = opt.gen_length, B = opt.block_length;
+    if (B <= 0 || G % B != 0) fail("--gen-length {} is not a multiple of --block-length {}", G, B);
+    if (opt.steps <= 0 || opt.steps % (G / B) != 0)
+      fail(
+          "--steps {} is not a multiple of the number of blocks {} (= gen length {} / block length "
+          "{})",
+          opt.steps, G / B, G, B);
+    if (opt.cfg_scale > 0 && opt.cache != CacheMode::kNone)
+      fail("--cfg-scale is defined for --cache none only (LLaDA's generate)");
+  } else if (opt.threshold || opt.factor) {
+    if (opt.steps <= 0 || opt.gen_length % opt.steps != 0)
+      fail("--steps {} must divide --gen-length {} for Dream's global threshold decoding",
+           opt.steps, opt.gen_length);
+  } else if (opt.steps <= 0) {
+    fail("--steps must be positive, got {}", opt.steps);
+  }
+}
+
+GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,
+                        const StepCallback& on_step) {
+  check_generate_options(opt, model.config(), prompt);
   Decoder d(model, prompt, opt, on_step);
   return d.run();
 }

@@ -52,6 +52,8 @@ struct GenerateOptions {
   std::optional<TeacherForcing> teacher;
   LayerObserver* observer = nullptr;
   class StepProbe* probe = nullptr;
+  // Runs the decoder's forwards instead of Model::forward (batched decoding, decode/batch.h).
+  ForwardRunner* runner = nullptr;
 };
 
 // Sees every forward the decoder runs, after it ran, with its arguments and raw logits rows
@@ -94,6 +96,12 @@ struct GenerateResult {
   }
   double flops = 0.0;  // model FLOPs of the forwards run
 };
+
+// The rules generate() enforces before decoding (lengths, blocks and steps, schedule, ranking,
+// prompt ids), each error naming the flag and what is accepted. The server checks requests with
+// it before accepting them.
+void check_generate_options(const GenerateOptions& opt, const ModelConfig& cfg,
+                            std::span<const int32_t> prompt);
 
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,
                         const StepCallback& on_step = nullptr);

@@ -245,6 +245,13 @@ int gemm_threads() {
   return omp_get_max_threads();
 }
 
+namespace {
+// The calling thread's CPUs before pin_threads() narrowed them (what unpin_this_thread restores).
+std::mutex g_pin_mu;
+bool g_unpinned_known = false;
+cpu_set_t g_unpinned;
+}  // namespace
+
 void pin_threads() {
   static int pinned_for = 0;
   const int nt = omp_get_max_threads();
@@ -253,6 +260,11 @@ void pin_threads() {
   if (const char* e = std::getenv("DLLMQ_PIN"); e && std::strcmp(e, "0") == 0) return;
   cpu_set_t mask;
   if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return;
+  {
+    std::lock_guard<std::mutex> lk(g_pin_mu);
+    if (!g_unpinned_known) g_unpinned = mask;
+    g_unpinned_known = true;
+  }
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &mask)) cpus.push_back(c);
@@ -325,6 +337,11 @@ void sgemm_ref(bool trans_b, int m, int n, int k, float alpha, const float* a, i
       float& cij = c[size_t(i) * ldc + j];
       cij = static_cast<float>(alpha * acc + (beta == 0.0f ? 0.0 : double(beta) * cij));
     }
+}
+
+void unpin_this_thread() {
+  std::lock_guard<std::mutex> lk(g_pin_mu);
+  if (g_unpinned_known) sched_setaffinity(0, sizeof(g_unpinned), &g_unpinned);
 }
 
 }  // namespace dllmq

@@ -36,6 +36,9 @@ int gemm_threads();
 // Binds each OpenMP thread to one CPU of the process's affinity mask (thread i -> i-th CPU) when
 // there are at least as many CPUs as threads; DLLMQ_PIN=0 disables. Idempotent per thread count.
 void pin_threads();
+// Gives the calling thread back every CPU it could use before pin_threads() (threads started by
+// a pinned thread inherit its single CPU: batched decoding's decoder threads call this first).
+void unpin_this_thread();
 
 // C[m, n] = alpha * A[m, k] * op(B) + beta * C. op(B) = B^T with B: [n, k] when trans_b, else
 // B: [k, n]. All row-major with leading dimensions in elements. Runs on the calling thread when
