@@ -51,10 +51,10 @@ std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat,
                                            const std::string& system) const {
   if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));
   if (chat) {
-    const ChatFormat f = chat_format_for(*tok_).value_or(chat_format_for(m_.config().arch));
-    std::optional<std::string_view> sys;
-    if (!system.empty()) sys = system;
-    return tok_->encode(render_chat(f, text, sys), /*allow_special=*/true);
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", text});
+    return chat_ids(messages);
   }
   if (!system.empty()) fail("--system needs --chat");
   std::vector<int32_t> ids;
@@ -63,6 +63,12 @@ std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat,
   auto body = tok_->encode(text, /*allow_special=*/true);
   ids.insert(ids.end(), body.begin(), body.end());
   return ids;
+}
+
+std::vector<int32_t> TextCodec::chat_ids(std::span<const ChatMessage> messages) const {
+  if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));
+  const ChatFormat f = chat_format_for(*tok_).value_or(chat_format_for(m_.config().arch));
+  return tok_->encode(render_chat(f, messages), /*allow_special=*/true);
 }
 
 std::string TextCodec::answer_text(std::span<const int32_t> gen) const {

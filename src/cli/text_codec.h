@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "tokenizer/chat_template.h"
 
 namespace dllmq {
 class Tokenizer;
@@ -24,6 +25,8 @@ class TextCodec {
   // Throws naming the missing tokenizer file when the model directory has none.
   std::vector<int32_t> prompt_ids(const std::string& text, bool chat,
                                   const std::string& system) const;
+  // A conversation in the model's chat template (the server's chat completions).
+  std::vector<int32_t> chat_ids(std::span<const ChatMessage> messages) const;
   // Plain text -> ids with no BOS and no template (answers of calibration pairs).
   std::vector<int32_t> text_ids(const std::string& text) const;
   // Generated ids up to the first EOS/EoT, decoded without special tokens ("" without tokenizer).

@@ -1,5 +1,7 @@
 #include "tokenizer/chat_template.h"
 
+#include <vector>
+
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -34,29 +36,41 @@ std::string py_strip(std::string_view s) {
 
 }  // namespace
 
-std::string render_chat(ChatFormat format, std::string_view user,
-                        std::optional<std::string_view> system) {
+std::string render_chat(ChatFormat format, std::span<const ChatMessage> messages) {
   std::string out;
   if (format == ChatFormat::kLLaDA) {
-    auto turn = [&](const char* role, std::string_view content) {
-      out += "<|start_header_id|>";
-      out += role;
-      out += "<|end_header_id|>\n\n";
-      out += py_strip(content);
-      out += "<|eot_id|>";
-    };
     out += "<|startoftext|>";  // BOS before the first message only
-    if (system) turn("system", *system);
-    turn("user", user);
+    for (const ChatMessage& m : messages) {
+      out += "<|start_header_id|>";
+      out += m.role;
+      out += "<|end_header_id|>\n\n";
+      out += py_strip(m.content);
+      out += "<|eot_id|>";
+    }
     out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   } else {
+    const bool sys = !messages.empty() && messages[0].role == "system";
     out += "<|im_start|>system\n";
-    out += system ? std::string(*system) : std::string("You are a helpful assistant.");
-    out += "<|im_end|>\n<|im_start|>user\n";
-    out += user;
-    out += "<|im_end|>\n<|im_start|>assistant\n";
+    out += sys ? messages[0].content : std::string("You are a helpful assistant.");
+    out += "<|im_end|>\n";
+    for (size_t i = sys ? 1 : 0; i < messages.size(); ++i) {
+      out += "<|im_start|>";
+      out += messages[i].role;
+      out += "\n";
+      out += messages[i].content;
+      out += "<|im_end|>\n";
+    }
+    out += "<|im_start|>assistant\n";
   }
   return out;
+}
+
+std::string render_chat(ChatFormat format, std::string_view user,
+                        std::optional<std::string_view> system) {
+  std::vector<ChatMessage> messages;
+  if (system) messages.push_back({"system", std::string(*system)});
+  messages.push_back({"user", std::string(user)});
+  return render_chat(format, messages);
 }
 
 ChatFormat chat_format_for(Arch arch) {

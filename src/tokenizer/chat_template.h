@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,20 @@ namespace dllmq {
 class Tokenizer;
 
 enum class ChatFormat { kLLaDA, kQwen };
+
+// One message of a conversation (role: "system", "user" or "assistant").
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+// A conversation (the templates' `messages` loop), ending with the assistant header.
+//  kLLaDA: BOS, then "<|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}<|eot_id|>" per
+//          message, then the assistant header.
+//  kQwen:  the first message if it is a system one, else the default system turn; then
+//          "<|im_start|>{role}\n{content}<|im_end|>\n" per remaining message, then
+//          "<|im_start|>assistant\n".
+std::string render_chat(ChatFormat format, std::span<const ChatMessage> messages);
 
 // One user turn (plus an optional system turn), ending with the assistant header.
 //  kLLaDA: "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\n{user|trim}<|eot_id|>"

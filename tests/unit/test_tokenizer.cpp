@@ -85,6 +85,28 @@ TEST(ChatTemplate, MatchesReferenceStrings) {
             "<|im_start|>assistant\n");
 }
 
+TEST(ChatTemplate, Conversations) {
+  // Several turns (the server's chat completions), written out from the Jinja templates: LLaDA
+  // trims each content and puts the BOS once; Qwen keeps contents as they are and adds its
+  // default system turn only when the first message is not a system one.
+  const std::vector<ChatMessage> conv = {
+      {"user", " Hi "}, {"assistant", "Hello!"}, {"user", "2+2?"}};
+  EXPECT_EQ(render_chat(ChatFormat::kLLaDA, conv),
+            "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(render_chat(ChatFormat::kQwen, conv),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
+  const std::vector<ChatMessage> sys = {{"system", "Be brief."}, {"user", "Hi"}};
+  EXPECT_EQ(render_chat(ChatFormat::kQwen, sys),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(render_chat(ChatFormat::kLLaDA, sys), render_chat(ChatFormat::kLLaDA, "Hi", "Be brief."));
+}
+
 TEST(ChatTemplate, MatchesJinjaRenderings) {
   // chat_golden.json: the models' Jinja templates rendered with jinja2 as transformers does.
   std::ifstream f(kDir + "/chat_golden.json");
