@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libdnnl-dev: oneDNN, the GEMM backend that JIT-compiles for the CPU's instruction set.
+# libcpp-httplib-dev: dllmq serve's HTTP server; chromium: the headless test of its page.
 PKGS=(cmake g++ make pkg-config libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libfmt-dev
       libcli11-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3
-      python3-numpy python3-matplotlib)
+      python3-numpy python3-matplotlib libcpp-httplib-dev chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

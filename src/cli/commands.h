@@ -15,5 +15,6 @@ void register_tokenize(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_calib_report(CLI::App& app);
 void register_make_pairs(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace dllmq::cli

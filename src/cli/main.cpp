@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   dllmq::cli::register_calibrate(app);
   dllmq::cli::register_calib_report(app);
   dllmq::cli::register_make_pairs(app);
+  dllmq::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,152 @@
+// dllmq serve: an OpenAI-compatible HTTP server (src/serve) with batched decoding.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+#include <httplib.h>
+
+#include "cli/commands.h"
+#include "cli/generate_flags.h"
+#include "cli/text_codec.h"
+#include "ops/gemm.h"
+#include "serve/engine.h"
+#include "serve/http_api.h"
+#include "util/error.h"
+
+namespace dllmq::cli {
+
+namespace {
+
+struct Args {
+  std::string model, host = "127.0.0.1", alias;
+  int port = 8080, parallel = 4, queue = 64, max_canvas = 0;
+  size_t max_body = 1 << 20;
+  bool log = false;
+  GenerateFlags gen;
+};
+
+// OpenMP's default wait policy spins idle workers, and the decoder threads that sample beside the
+// batching thread's team then get no CPU on a busy machine (50x slower on the shared 2-core
+// test machine). The policy is read when the runtime loads, so set it by re-executing once.
+void ensure_passive_openmp() {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t i = 0; i < all.size();) {
+    const size_t j = all.find('\0', i);
+    args.push_back(all.substr(i, j - i));
+    i = j == std::string::npos ? all.size() : j + 1;
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv.data());
+  // Not re-executed (no /proc?): run as we are.
+}
+
+void run(const Args& a) {
+  ensure_passive_openmp();
+  if (a.parallel < 1 || a.parallel > 64) fail("--parallel {}: accepted range is 1..64", a.parallel);
+  if (a.queue < 0) fail("--queue must be >= 0, got {}", a.queue);
+  if (!a.gen.trace_cache.empty()) fail("--trace-cache is not available in serve");
+  apply_threads(a.gen.threads);
+  const std::string dir = a.model.empty() ? default_model_dir() : a.model;
+  auto model = Model::load(dir);
+  apply_compute_flags(a.gen, *model);
+  const ModelConfig& cfg = model->config();
+  TextCodec codec(*model);
+
+  // The defaults must decode: check them, and build their KV store once (calibration files).
+  const GenerateOptions opt = resolve_generate_flags(a.gen, dir);
+  if (opt.cache != CacheMode::kNone)
+    (void)make_kv_store(opt.kv, {cfg.n_layers, cfg.n_kv_heads, cfg.head_dim}, model->rope(),
+                        model->fingerprint());
+  const int max_positions = a.max_canvas > 0 ? a.max_canvas : cfg.max_seq;
+  if (max_positions > cfg.max_seq)
+    fail("--max-canvas {} exceeds the model's {} positions", max_positions, cfg.max_seq);
+  const std::string name =
+      a.alias.empty() ? std::filesystem::path(dir).filename().string() : a.alias;
+
+  // Signals go to one thread that stops everything in order; every other thread blocks them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  serve::Engine engine(*model, {a.parallel, a.queue, max_positions});
+  serve::HttpApi api(*model, codec, engine, {a.gen, dir, max_positions}, name, a.log);
+  httplib::Server svr;
+  api.install(svr);
+  svr.set_payload_max_length(a.max_body);
+  // A thread per connection waiting on its decoding: enough for every slot and queue place.
+  const size_t http_threads = size_t(a.parallel) + size_t(a.queue) + 8;
+  svr.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+  const int port = a.port == 0 ? svr.bind_to_any_port(a.host) : a.port;
+  if (port <= 0 || (a.port != 0 && !svr.bind_to_port(a.host, a.port)))
+    fail("cannot listen on {}:{} (in use, or not an address of this machine)", a.host, a.port);
+  fmt::print(stderr,
+             "dllmq serve: listening on http://{}:{} | model {} ({}) | parallel {}, queue {}, "
+             "canvas <= {} | defaults: {}\n",
+             a.host, port, name, dir, a.parallel, a.queue, max_positions, describe(opt, cfg));
+  std::fflush(stderr);
+
+  std::thread listener([&] {
+    unpin_this_thread();  // connection threads start from here: not the batching thread's CPU
+    svr.listen_after_bind();
+    engine.stop();
+  });
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    engine.stop();  // queued and running jobs end; their handlers answer
+    svr.stop();
+  });
+  engine.run();  // the batched forwards, on this (pinned) thread
+  svr.stop();
+  listener.join();
+  pthread_kill(stopper.native_handle(), SIGTERM);  // a no-op wait if it already stopped us
+  stopper.join();
+  engine.join();  // before the routes' state goes away: workers report to it
+  fmt::print(stderr, "dllmq serve: stopped\n");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server with denoising-step streaming and batched decoding");
+  auto a = std::make_shared<Args>();
+  cmd->add_option("-m,--model", a->model,
+                  "model directory (default: the embedded dllmq-synth-tiny)");
+  cmd->add_option("--host", a->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", a->port, "port (0: any free port, printed at start)")
+      ->capture_default_str();
+  cmd->add_option("--parallel", a->parallel,
+                  "requests decoded at once; their forwards are batched (1 = one at a time)")
+      ->capture_default_str();
+  cmd->add_option("--queue", a->queue,
+                  "requests waiting beyond those; more get 503 with Retry-After")
+      ->capture_default_str();
+  cmd->add_option("--max-canvas", a->max_canvas,
+                  "prompt + generated tokens of one request at most (default: the model's "
+                  "positions)");
+  cmd->add_option("--max-body", a->max_body, "largest request body in bytes (larger: 413)")
+      ->capture_default_str();
+  cmd->add_option("--alias", a->alias, "model name in the API (default: the directory's name)");
+  cmd->add_flag("--log", a->log, "log every request on stderr");
+  add_generate_flags(cmd, a->gen);
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace dllmq::cli

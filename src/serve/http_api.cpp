@@ -1,0 +1,296 @@
+#include "serve/http_api.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "decode/batch.h"
+#include "serve/answer_text.h"
+#include "serve/api_error.h"
+#include "serve/connection.h"
+#include "serve/job.h"
+#include "serve/openai_format.h"
+#include "serve/web_page.h"
+#include "util/error.h"
+
+namespace dllmq::serve {
+
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// How often a waiting handler looks at its client's socket and its jobs.
+constexpr auto kPoll = 20ms;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(dump(j), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  send_json(res, e.status(), e.body());
+}
+
+// Tokens per streamed block: the block length, or the whole generation where the sampler has no
+// blocks (Dream without a cache).
+int stream_block(const GenerateOptions& o, const ModelConfig& cfg) {
+  return cfg.arch == Arch::kDream && o.cache == CacheMode::kNone ? o.gen_length : o.block_length;
+}
+
+// The error a finished job answers with, or nullopt when it succeeded.
+std::optional<ApiError> job_error(const Job& j) {
+  if (!j.error()) return std::nullopt;
+  try {
+    std::rethrow_exception(j.error());
+  } catch (const Cancelled&) {
+    return ApiError(503, "", "decoding was cancelled: the server is shutting down", "server_error");
+  } catch (const Error& e) {
+    return ApiError(400, "", e.what());
+  } catch (const std::exception& e) {
+    return ApiError(500, "", fmt::format("internal error: {}", e.what()), "server_error");
+  }
+}
+
+}  // namespace
+
+HttpApi::HttpApi(const Model& m, const cli::TextCodec& codec, Engine& engine,
+                 RequestDefaults defaults, std::string model_name, bool log_requests)
+    : m_(m),
+      codec_(codec),
+      engine_(engine),
+      defaults_(std::move(defaults)),
+      model_name_(std::move(model_name)),
+      log_(log_requests) {
+  engine_.set_on_finish([this](const Job& j) { record(j); });
+}
+
+void HttpApi::record(const Job& j) {
+  JobRecord r;
+  if (j.error()) {
+    r.outcome = JobRecord::kFailed;
+    try {
+      std::rethrow_exception(j.error());
+    } catch (const Cancelled&) {
+      r.outcome = j.answered() ? JobRecord::kAnswered : JobRecord::kCancelled;
+    } catch (...) {
+    }
+  }
+  const GenerateResult& g = j.result();
+  r.prompt_tokens = static_cast<int64_t>(j.prompt().size());
+  r.generated_tokens = static_cast<int64_t>(g.tokens.size());
+  r.completion_tokens = AnswerText(codec_, m_.config().eos_id, {}).answer_tokens(g.tokens);
+  r.nfe = g.nfe;
+  r.steps = g.steps;
+  r.queue_s = j.queue_s();
+  r.decode_s = j.run_s();
+  metrics_.job(r);
+}
+
+void HttpApi::install(httplib::Server& svr) {
+  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    completions(req, res, Endpoint::kCompletions);
+  });
+  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    completions(req, res, Endpoint::kChat);
+  });
+  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const json model = {{"id", model_name_},
+                        {"object", "model"},
+                        {"created", make_head(Endpoint::kCompletions, "").created},
+                        {"owned_by", "dllmq"},
+                        {"max_positions", defaults_.max_positions}};
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+  });
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const Engine::Stats s = engine_.stats();
+    send_json(res, 200,
+              {{"status", "ok"},
+               {"model", model_name_},
+               {"parallel", engine_.config().parallel},
+               {"running", s.running},
+               {"queued", s.queued}});
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(engine_.stats(), engine_.config()),
+                    "text/plain; version=0.0.4");
+  });
+  svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(web_page_html(), "text/html; charset=utf-8");
+  });
+  // Bodies for the errors cpp-httplib answers itself (404, 413, ...), in OpenAI's shape.
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = fmt::format("{} {}: HTTP status {}", req.method, req.path, res.status);
+    if (res.status == 404) msg = fmt::format("no route {} {}", req.method, req.path);
+    if (res.status == 413) msg = "the request body is larger than this server accepts (--max-body)";
+    send_json(res, res.status, ApiError::error_body(msg, "invalid_request_error", ""));
+  });
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_json(res, 500, ApiError::error_body("internal error: " + what, "server_error", ""));
+      });
+  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.request(req.path, res.status);
+    if (log_)
+      std::fprintf(stderr, "dllmq serve: %s %s -> %d\n", req.method.c_str(), req.path.c_str(),
+                   res.status);
+  });
+}
+
+void HttpApi::completions(const httplib::Request& req, httplib::Response& res, Endpoint e) {
+  const double t0 = now_s();
+  CompletionRequest r;
+  try {
+    r = parse_request(req.body, e, defaults_, codec_, m_.config());
+    if (int(r.prompts.size()) > engine_.capacity())
+      bad_field("prompt", "prompt has {} entries; this server holds at most {} at once",
+                r.prompts.size(), engine_.capacity());
+  } catch (const ApiError& err) {
+    send_error(res, err);
+    return;
+  }
+  if (r.model.empty()) r.model = model_name_;
+  const int block = stream_block(r.options, m_.config());
+  std::vector<std::shared_ptr<Job>> jobs;
+  const int fd = request_socket(req);
+  for (auto& p : r.prompts) {
+    auto job = std::make_shared<Job>(p, r.options, m_.config().mask_id, block, r.stream_steps);
+    job->set_client_gone([fd] { return peer_closed(fd); });
+    jobs.push_back(std::move(job));
+  }
+  if (!engine_.submit(jobs)) {
+    const int wait = engine_.retry_after_s(static_cast<int>(jobs.size()));
+    res.set_header("Retry-After", std::to_string(wait));
+    send_error(res, ApiError(503, "",
+                             fmt::format("the server is busy ({} decoding, queue full); retry "
+                                         "after {} s",
+                                         engine_.config().parallel, wait),
+                             "server_error"));
+    return;
+  }
+  if (r.stream) {
+    stream(r, jobs[0], fd, res, t0);
+    return;
+  }
+  respond(r, jobs, fd, res);
+  metrics_.latency(now_s() - t0);
+}
+
+// Waits for every job (cancelling them all if the client leaves) and sends one JSON body.
+void HttpApi::respond(const CompletionRequest& r, const std::vector<std::shared_ptr<Job>>& jobs,
+                      int fd, httplib::Response& res) {
+  for (const auto& j : jobs)
+    while (!j->wait(kPoll).finished)
+      if (peer_closed(fd))
+        for (const auto& k : jobs) k->cancel();
+  std::vector<ChoiceOut> choices;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (const auto& j : jobs) {
+    if (auto err = job_error(*j)) {
+      send_error(res, *err);
+      return;
+    }
+    AnswerText answer(codec_, m_.config().eos_id, r.stop);
+    answer.delta(j->result().tokens, /*final=*/true);
+    choices.push_back({answer.text(), answer.stopped() ? "stop" : "length", &j->result(),
+                       j->max_batch(), j->queue_s()});
+    prompt_tokens += j->prompt().size();
+    completion_tokens += answer.answer_tokens(j->result().tokens);
+  }
+  send_json(res, 200,
+            response_json(make_head(r.endpoint, r.model), choices,
+                          usage_json(prompt_tokens, completion_tokens)));
+}
+
+// Server-sent events: text deltas as blocks complete, denoising steps when asked, then the
+// finish chunk (and usage), then [DONE]. A stop sequence ends the stream and the decoding early.
+void HttpApi::stream(const CompletionRequest& r, std::shared_ptr<Job> job, int fd,
+                     httplib::Response& res, double t0) {
+  struct State {
+    ResponseHead head;
+    AnswerText answer;
+    bool first = true;
+    bool closed = false;
+  };
+  auto st = std::make_shared<State>(
+      State{make_head(r.endpoint, r.model), AnswerText(codec_, m_.config().eos_id, r.stop)});
+  const bool usage = r.include_usage;
+  auto provider = [this, st, job, fd, usage](size_t, httplib::DataSink& sink) {
+    auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    auto text_chunk = [&](const std::string& delta, const std::string& finish) {
+      const bool ok = write(sse(chunk_json(st->head, delta, st->first, finish)));
+      st->first = false;
+      return ok;
+    };
+    auto close = [&](const std::string& finish, int64_t completion_tokens) {
+      bool ok = text_chunk("", finish);
+      if (usage)
+        ok = ok && write(sse(usage_chunk_json(
+                       st->head, usage_json(int64_t(job->prompt().size()), completion_tokens))));
+      ok = ok && write(kSseDone);
+      st->closed = true;
+      sink.done();
+      return ok;
+    };
+    const Job::Progress p = job->wait(kPoll);
+    if (peer_closed(fd)) {
+      job->cancel();
+      return false;
+    }
+    for (const Job::Step& s : p.steps)
+      if (!write(sse(step_json(s, codec_, m_.config().mask_id), "step"))) {
+        job->cancel();
+        return false;
+      }
+    if (!p.blocks.empty() && !p.finished) {
+      const std::string d = st->answer.delta(p.blocks, false);
+      if (!d.empty() && !text_chunk(d, "")) {
+        job->cancel();
+        return false;
+      }
+      if (st->answer.stopped()) {  // the answer is complete: no need to decode the rest
+        job->cancel(/*answered=*/true);
+        return close("stop", st->answer.answer_tokens(p.blocks));
+      }
+    }
+    if (!p.finished) return true;
+    if (auto err = job_error(*job)) {
+      write(sse(err->body()));
+      write(kSseDone);
+      st->closed = true;
+      sink.done();
+      return true;
+    }
+    const auto& tokens = job->result().tokens;
+    const std::string d = st->answer.delta(tokens, true);
+    if (!d.empty() && !text_chunk(d, "")) return false;
+    return close(st->answer.stopped() ? "stop" : "length", st->answer.answer_tokens(tokens));
+  };
+  auto releaser = [this, st, job, t0](bool success) {
+    if (!success || !st->closed) job->cancel();  // the client went away: stop decoding
+    metrics_.latency(now_s() - t0);
+  };
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", provider, releaser);
+}
+
+}  // namespace dllmq::serve
