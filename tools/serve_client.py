@@ -109,6 +109,12 @@ class Server:
                 out[key] = float(value)
         return out
 
+    def cpu_seconds(self):
+        """User + system CPU time of the server process so far."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def rss_bytes(self):
         with open("/proc/%d/status" % self.proc.pid) as f:
             for line in f:

@@ -26,8 +26,9 @@ namespace dllmq::cli {
 namespace {
 
 struct Args {
-  std::string model, host = "127.0.0.1", alias;
+  std::string model, host = "127.0.0.1", alias, batch_gemm = "auto";
   int port = 8080, parallel = 4, queue = 64, max_canvas = 0;
+  double batch_wait = 0.25;
   size_t max_body = 1 << 20;
   bool log = false;
   GenerateFlags gen;
@@ -63,6 +64,7 @@ void run(const Args& a) {
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
   auto model = Model::load(dir);
   apply_compute_flags(a.gen, *model);
+  model->set_batch_gemm(parse_batch_gemm(a.batch_gemm));
   const ModelConfig& cfg = model->config();
   TextCodec codec(*model);
 
@@ -84,7 +86,8 @@ void run(const Args& a) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  serve::Engine engine(*model, {a.parallel, a.queue, max_positions});
+  if (a.batch_wait < 0.0) fail("--batch-wait must be >= 0, got {}", a.batch_wait);
+  serve::Engine engine(*model, {a.parallel, a.queue, max_positions, a.batch_wait});
   serve::HttpApi api(*model, codec, engine, {a.gen, dir, max_positions}, name, a.log);
   httplib::Server svr;
   api.install(svr);
@@ -97,8 +100,9 @@ void run(const Args& a) {
     fail("cannot listen on {}:{} (in use, or not an address of this machine)", a.host, a.port);
   fmt::print(stderr,
              "dllmq serve: listening on http://{}:{} | model {} ({}) | parallel {}, queue {}, "
-             "canvas <= {} | defaults: {}\n",
-             a.host, port, name, dir, a.parallel, a.queue, max_positions, describe(opt, cfg));
+             "canvas <= {}, batch GEMM {} | defaults: {}\n",
+             a.host, port, name, dir, a.parallel, a.queue, max_positions,
+             batch_gemm_name(engine.batch_gemm()), describe(opt, cfg));
   std::fflush(stderr);
 
   std::thread listener([&] {
@@ -142,6 +146,15 @@ void register_serve(CLI::App& app) {
                   "prompt + generated tokens of one request at most (default: the model's "
                   "positions)");
   cmd->add_option("--max-body", a->max_body, "largest request body in bytes (larger: 413)")
+      ->capture_default_str();
+  cmd->add_option("--batch-gemm", a->batch_gemm,
+                  "how a batched forward multiplies its canvases' rows: auto (stacked where a "
+                  "check at start shows it gives every row the bits of its own GEMM, else "
+                  "per-canvas) | per-canvas (exact by construction) | stacked")
+      ->capture_default_str();
+  cmd->add_option("--batch-wait", a->batch_wait,
+                  "a batch waits for late decoders at most this fraction of the previous batch's "
+                  "time (at least 1 ms); 0 = wait for every decoder in flight")
       ->capture_default_str();
   cmd->add_option("--alias", a->alias, "model name in the API (default: the directory's name)");
   cmd->add_flag("--log", a->log, "log every request on stderr");

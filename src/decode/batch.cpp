@@ -8,15 +8,17 @@
 
 namespace dllmq {
 
-ForwardBatcher::ForwardBatcher(Model& m, int max_positions) : m_(m) {
+ForwardBatcher::ForwardBatcher(Model& m, int max_positions, double straggler_wait)
+    : m_(m), straggler_wait_(straggler_wait) {
   m_.reserve_positions(max_positions);
   (void)m_.fingerprint();
+  (void)m_.batch_gemm();  // the stacking check, before any batch waits for it
 }
 
 ForwardBatcher::Seat::~Seat() {
   std::lock_guard<std::mutex> lk(b_.mu_);
   --b_.seated_;
-  b_.cv_.notify_all();  // the batch may have been waiting for this decoder only
+  b_.batch_cv_.notify_one();  // the batch may have been waiting for this decoder only
 }
 
 void ForwardBatcher::Seat::cancel() {
@@ -33,10 +35,11 @@ void ForwardBatcher::Seat::forward(const ForwardArgs& args, float* logits) {
   Pending p{&args, logits, this, false, false, nullptr};
   std::unique_lock<std::mutex> lk(b_.mu_);
   if (cancelled_ || b_.stop_) throw Cancelled();
+  if (b_.pending_.empty()) b_.first_pending_ = std::chrono::steady_clock::now();
   b_.pending_.push_back(&p);
-  b_.cv_.notify_all();
+  b_.batch_cv_.notify_one();
   // Once taken into a batch the request must run to the end: the batch writes into `logits`.
-  b_.cv_.wait(lk, [&] { return p.done || (b_.stop_ && !p.taken); });
+  b_.done_cv_.wait(lk, [&] { return p.done || (b_.stop_ && !p.taken); });
   if (!p.done) {  // stopped before a batch took it: take the request back out
     std::erase(b_.pending_, &p);
     throw Cancelled();
@@ -57,13 +60,24 @@ void ForwardBatcher::run() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     // Every seated decoder is waiting for a forward: nothing more can join this batch.
-    cv_.wait(lk, [&] { return stop_ || (seated_ > 0 && int(pending_.size()) >= seated_); });
+    auto full = [&] { return stop_ || (seated_ > 0 && int(pending_.size()) >= seated_); };
+    if (straggler_wait_ > 0.0) {
+      batch_cv_.wait(lk, [&] { return full() || !pending_.empty(); });
+      const double wait = std::max(1e-3, straggler_wait_ * last_batch_s_);
+      batch_cv_.wait_until(lk, first_pending_ + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::duration<double>(wait)),
+                     full);
+    } else {
+      batch_cv_.wait(lk, full);
+    }
     if (stop_) return;
     batch.swap(pending_);
     for (Pending* p : batch) p->taken = true;
     lk.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     run_batch(batch);
     lk.lock();
+    last_batch_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int k = static_cast<int>(batch.size());
     ++stats_.batches;
     stats_.canvases += k;
@@ -75,7 +89,7 @@ void ForwardBatcher::run() {
       p->done = true;
     }
     batch.clear();
-    cv_.notify_all();
+    done_cv_.notify_all();
   }
 }
 
@@ -107,7 +121,8 @@ void ForwardBatcher::run_batch(std::vector<Pending*>& batch) {
 void ForwardBatcher::stop() {
   std::lock_guard<std::mutex> lk(mu_);
   stop_ = true;
-  cv_.notify_all();
+  batch_cv_.notify_all();
+  done_cv_.notify_all();
 }
 
 ForwardBatcher::Stats ForwardBatcher::stats() const {

@@ -5,6 +5,7 @@
 // its own lengths, block and step state, sampler RNG and KV store (they live in the decoder).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -29,9 +30,14 @@ class Cancelled : public std::runtime_error {
 
 class ForwardBatcher {
  public:
-  // Grows the model's shared tables for canvases of up to `max_positions` rows and computes its
-  // fingerprint now: decoders on other threads then only read them.
-  ForwardBatcher(Model& m, int max_positions);
+  // Grows the model's shared tables for canvases of up to `max_positions` rows, computes its
+  // fingerprint and resolves its batch GEMM mode now: decoders on other threads only read them.
+  //
+  // A batch starts when every seated decoder has asked for a forward. With `straggler_wait` > 0
+  // it starts earlier, once the first request has waited that fraction of the previous batch's
+  // time (at least 1 ms): a decoder whose thread is slow to run (a busy machine) then joins the
+  // next batch instead of holding up all the others. Results are exact either way.
+  ForwardBatcher(Model& m, int max_positions, double straggler_wait = 0.0);
   ForwardBatcher(const ForwardBatcher&) = delete;
   ForwardBatcher& operator=(const ForwardBatcher&) = delete;
 
@@ -85,8 +91,12 @@ class ForwardBatcher {
   void run_batch(std::vector<Pending*>& batch);
 
   Model& m_;
+  double straggler_wait_;
+  double last_batch_s_ = 0.0;
+  std::chrono::steady_clock::time_point first_pending_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable batch_cv_;  // wakes the batching thread (a request, a seat left)
+  std::condition_variable done_cv_;   // wakes the decoders (their batch ran)
   std::vector<Pending*> pending_;
   int seated_ = 0;
   bool stop_ = false;

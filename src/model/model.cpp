@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "model/stacked_gemm.h"
 #include "ops/attention.h"
 #include "ops/gemm.h"
 #include "ops/norm_act.h"
@@ -118,14 +119,20 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     row0_[c + 1] = row0_[c] + static_cast<int>(a.ids.size());
   }
   const int n = row0_[nc];
-  grow(n);
+  // The GEMM blocks of a projection over stacked buffers with `ldx` / `ldy` floats per row: one
+  // per canvas, or all rows in fixed tiles (model/stacked_gemm.h).
+  const bool stack = nc > 1 && batch_gemm() == BatchGemm::kStacked;
+  grow(stack ? stacked_rows_capacity(n) : n);
   auto rows_of = [&](const ForwardArgs& a) { return static_cast<int>(a.ids.size()); };
-  // One GEMM block per canvas over a stacked buffer with `ld` floats per row.
   auto blocks = [&](const float* x, int ldx, float* y, int ldy) {
-    blocks_.resize(nc);
-    for (size_t c = 0; c < nc; ++c)
-      blocks_[c] = {x + size_t(row0_[c]) * ldx, row0_[c + 1] - row0_[c],
-                    y + size_t(row0_[c]) * ldy};
+    if (stack) {
+      stacked_row_blocks(x, ldx, y, ldy, n, blocks_);
+    } else {
+      blocks_.resize(nc);
+      for (size_t c = 0; c < nc; ++c)
+        blocks_[c] = {x + size_t(row0_[c]) * ldx, row0_[c + 1] - row0_[c],
+                      y + size_t(row0_[c]) * ldy};
+    }
     return std::span<const LinearRows>(blocks_);
   };
 
@@ -145,7 +152,6 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
 
   for (size_t c = 0; c < nc; ++c)
     if (canvases[c].args->observer) canvases[c].args->observer->on_forward(*canvases[c].args);
-  std::vector<StoredKvRows> stored;  // a handful of ranges; tiny
   for (int l = 0; l < cfg_.n_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
     rmsnorm(x_.data(), n, d, L.attn_norm.data(), cfg_.rms_eps, h_.data());
@@ -172,33 +178,28 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     }
     clock.charge(pf.other);
 
+    // Attention per canvas, over its own fresh and cached rows. Several canvases run side by
+    // side (each on one thread, as attention() runs a small canvas alone).
+    auto attend = [&](size_t c) {
+      const ForwardArgs& a = *canvases[c].args;
+      attend_canvas(a, l, q_.data() + size_t(row0_[c]) * qd, k_.data() + size_t(row0_[c]) * kvd,
+                    v_.data() + size_t(row0_[c]) * kvd, att_.data() + size_t(row0_[c]) * qd);
+    };
+    if (nc == 1) {
+      attend(0);
+    } else {
+#pragma omp parallel for schedule(dynamic, 1)
+      for (size_t c = 0; c < nc; ++c) attend(c);
+    }
+    clock.charge(pf.attn);
     for (size_t c = 0; c < nc; ++c) {
       const ForwardArgs& a = *canvases[c].args;
-      const int nr = rows_of(a);
-      const float* k = k_.data() + size_t(row0_[c]) * kvd;
-      const float* v = v_.data() + size_t(row0_[c]) * kvd;
-      float* att = att_.data() + size_t(row0_[c]) * qd;
-      stored.clear();
-      stored.reserve(a.cached.size());
-      sources_.clear();
-      for (const PosRange& r : a.cached) stored.emplace_back(*a.store, l, r);
-      FreshKvRows fresh(k, v, nr, kvd, hd);
-      // Keys in canvas order; softmax does not care, but it keeps summation order close to the
-      // references, which attend over the whole canvas left to right.
-      bool fresh_added = false;
-      for (size_t i = 0; i < stored.size(); ++i) {
-        if (!fresh_added && a.cached[i].begin > a.pos0) {
-          sources_.push_back(&fresh);
-          fresh_added = true;
-        }
-        sources_.push_back(&stored[i]);
-      }
-      if (!fresh_added) sources_.push_back(&fresh);
-      attention(q_.data() + size_t(row0_[c]) * qd, nr, nh, nkv, hd, sources_, att);  // [nr, qd]
-      clock.charge(pf.attn);
-      if (a.observer) a.observer->on_layer(l, a.pos0, nr, k, v, att);
-      clock.charge(pf.other);
+      if (a.observer)
+        a.observer->on_layer(l, a.pos0, rows_of(a), k_.data() + size_t(row0_[c]) * kvd,
+                             v_.data() + size_t(row0_[c]) * kvd,
+                             att_.data() + size_t(row0_[c]) * qd);
     }
+    clock.charge(pf.other);
 
     linear_grouped(blocks(att_.data(), qd, h_.data(), d), L.o, d, dt);
     clock.charge(pf.proj);
@@ -241,6 +242,28 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
   clock.charge(pf.head);
 }
 
+void Model::attend_canvas(const ForwardArgs& a, int layer, const float* q, const float* k,
+                          const float* v, float* att) const {
+  const int n = static_cast<int>(a.ids.size()), hd = cfg_.head_dim, kvd = cfg_.kv_dim();
+  std::vector<StoredKvRows> stored;  // a handful of ranges; tiny
+  std::vector<const KvRowSource*> sources;
+  stored.reserve(a.cached.size());
+  for (const PosRange& r : a.cached) stored.emplace_back(*a.store, layer, r);
+  FreshKvRows fresh(k, v, n, kvd, hd);
+  // Keys in canvas order; softmax does not care, but it keeps summation order close to the
+  // references, which attend over the whole canvas left to right.
+  bool fresh_added = false;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    if (!fresh_added && a.cached[i].begin > a.pos0) {
+      sources.push_back(&fresh);
+      fresh_added = true;
+    }
+    sources.push_back(&stored[i]);
+  }
+  if (!fresh_added) sources.push_back(&fresh);
+  attention(q, n, cfg_.n_heads, cfg_.n_kv_heads, hd, sources, att);  // [n, n_heads * hd]
+}
+
 // FLOPs and roofline bytes of one canvas's forward, per phase: FLOPs from the model count; bytes
 // are what each phase must move at least (weights once, activations in and out, every K/V row
 // read).
@@ -265,6 +288,24 @@ void Model::account(const ForwardArgs& a) {
     pf.attn.flops += 4.0 * n * n_keys * qd;
     pf.attn.bytes += 4.0 * n * 2 * qd + 4.0 * n * 2 * kvd + cached_kv_bytes;
   }
+}
+
+BatchGemm parse_batch_gemm(const std::string& s) {
+  if (s == "auto") return BatchGemm::kAuto;
+  if (s == "per-canvas") return BatchGemm::kPerCanvas;
+  if (s == "stacked") return BatchGemm::kStacked;
+  fail("--batch-gemm: unknown mode '{}' (expected auto, per-canvas or stacked)", s);
+}
+
+const char* batch_gemm_name(BatchGemm m) {
+  return m == BatchGemm::kAuto ? "auto" : m == BatchGemm::kPerCanvas ? "per-canvas" : "stacked";
+}
+
+BatchGemm Model::batch_gemm() {
+  if (batch_gemm_ != BatchGemm::kAuto) return batch_gemm_;
+  int& known = stacked_exact_[gemm_info().lib == GemmLib::kOpenBlas][dtype_ == ComputeDType::kBF16];
+  if (known < 0) known = stacked_gemm_exact(w_, dtype_) ? 1 : 0;
+  return known ? BatchGemm::kStacked : BatchGemm::kPerCanvas;
 }
 
 double Model::forward_flops(const ForwardArgs& a) const {

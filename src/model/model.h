@@ -52,6 +52,19 @@ struct CanvasForward {
   float* logits = nullptr;
 };
 
+// How forward_batch multiplies several canvases' rows by a weight matrix.
+enum class BatchGemm {
+  kAuto,       // kStacked where the check below passes, else kPerCanvas
+  kPerCanvas,  // one GEMM per canvas, of the shape its batch-1 forward uses: exact by construction
+  // The stacked rows of all canvases in GEMMs of 64 rows (model/stacked_gemm.h): fewer, larger
+  // products (faster at the small row counts of cached steps), exact only where the GEMM library
+  // gives each row the same bits whatever rows it is stacked with; kAuto uses it only after
+  // checking that it does.
+  kStacked,
+};
+BatchGemm parse_batch_gemm(const std::string& s);  // auto | per-canvas | stacked; throws otherwise
+const char* batch_gemm_name(BatchGemm m);
+
 // Runs a decoder's forwards. Model::forward by default; batched decoding puts a runner here that
 // joins the forwards of several decoders into one Model::forward_batch (decode/batch.h).
 class ForwardRunner {
@@ -112,10 +125,17 @@ class Model {
 
   // Several canvases in one forward (batched decoding). Their rows are stacked without padding:
   // row-wise work (norms, MLP, residuals) runs over the stack, every projection is one weight
-  // pass with a GEMM per canvas of that canvas's own shape (linear_grouped), and attention runs
+  // pass (batch_gemm(): a GEMM per canvas of that canvas's own shape, or one over the stack where
+  // that is verified to give the same bits), the LM head a GEMM per canvas, and attention runs
   // per canvas over its own fresh and cached rows. So each canvas's logits are bit-identical to
   // forward() on it alone, and no padding can leak into attention.
   void forward_batch(std::span<const struct CanvasForward> canvases);
+
+  void set_batch_gemm(BatchGemm m) { batch_gemm_ = m; }
+  // The mode forward_batch uses now: kAuto resolved (the check runs once per GEMM library and
+  // compute dtype, a few products of the model's own projection shapes; call it before batching
+  // starts).
+  BatchGemm batch_gemm();
 
   // Model FLOPs of the forward `args` describes.
   double forward_flops(const ForwardArgs& args) const;
@@ -129,6 +149,10 @@ class Model {
   Model() = default;
   void grow(int n);
   void account(const ForwardArgs& a);  // FLOPs and profile work of one canvas's forward
+  // One canvas's attention at `layer`: q [n, n_heads*hd] post-RoPE, k/v its fresh rows, the
+  // cached ranges read from its store; att: [n, n_heads*hd].
+  void attend_canvas(const ForwardArgs& a, int layer, const float* q, const float* k,
+                     const float* v, float* att) const;
 
   std::string dir_;
   mutable std::string fingerprint_;
@@ -139,10 +163,11 @@ class Model {
   // Workspace, grown on demand and reused across forwards (no per-step allocation).
   double flops_done_ = 0.0;
   ComputeDType dtype_ = ComputeDType::kF32;
+  BatchGemm batch_gemm_ = BatchGemm::kAuto;
+  int stacked_exact_[2][2] = {{-1, -1}, {-1, -1}};  // [GEMM library][dtype]: unknown / no / yes
   ForwardProfile profile_;
   int cap_ = 0;
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
-  std::vector<const KvRowSource*> sources_;
   std::vector<int> row0_;           // batched forward: first stacked row of each canvas (+ total)
   std::vector<LinearRows> blocks_;  // batched forward: one GEMM block per canvas
 };

@@ -118,21 +118,38 @@ dnnl::matmul::primitive_desc bf16_matmul_pd(int m, int n, int k, int lda, int ld
 // the map is not shared, so no lock on the hot path). The primitive (oneDNN's brgemm kernels)
 // rather than dnnl_sgemm: at the dual-cache step's 32 rows dnnl_sgemm runs at ~half its large-M
 // rate (it packs both operands per call), the primitive at ~70% more (docs/performance.md).
+// A server sees a new row count with every prompt length, so the cache keeps the most recently
+// used shapes only (each holds JIT code; unbounded, it grew a busy server's RSS without end).
+// Re-creating an evicted shape gives the same kernel, hence the same numerics.
+constexpr size_t kMaxCachedMatmuls = 256;
+
+struct CachedMatmul {
+  dnnl::matmul prim;
+  dnnl::matmul::primitive_desc pd;
+  uint64_t last_use = 0;
+};
+
 void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* a, int lda,
                    const void* b, int ldb, float* c, int ldc) {
-  thread_local std::map<MatmulKey, std::pair<dnnl::matmul, dnnl::matmul::primitive_desc>> cache;
+  thread_local std::map<MatmulKey, CachedMatmul> cache;
+  thread_local uint64_t uses = 0;
   thread_local dnnl::stream stream(dnnl_engine());
   const MatmulKey key{int(in), m, n, k, lda, ldb, ldc};
   auto it = cache.find(key);
   if (it == cache.end()) {
+    if (cache.size() >= kMaxCachedMatmuls)
+      cache.erase(std::min_element(cache.begin(), cache.end(), [](const auto& x, const auto& y) {
+        return x.second.last_use < y.second.last_use;
+      }));
     auto pd = nt_matmul_pd(in, m, n, k, lda, ldb, ldc);
-    it = cache.emplace(key, std::make_pair(dnnl::matmul(pd), pd)).first;
+    it = cache.emplace(key, CachedMatmul{dnnl::matmul(pd), pd}).first;
   }
-  const auto& pd = it->second.second;
+  it->second.last_use = ++uses;
+  const auto& pd = it->second.pd;
   dnnl::memory am(pd.src_desc(), dnnl_engine(), const_cast<void*>(a));
   dnnl::memory bm(pd.weights_desc(), dnnl_engine(), const_cast<void*>(b));
   dnnl::memory cm(pd.dst_desc(), dnnl_engine(), c);
-  it->second.first.execute(stream,
+  it->second.prim.execute(stream,
                            {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
 }

@@ -82,14 +82,19 @@ void round_to_bf16(const float* src, float* dst, size_t n) {
   }
 }
 
-void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDType dt) {
-  const LinearRows one{x, n, y};
-  linear_grouped({&one, 1}, l, ldy, dt);
+namespace {
+
+// Whether linear() runs a product of `n` rows on several threads (one panel each): small
+// products stay on one thread, where a parallel region costs more than it saves.
+bool parallel_rows(int n, const Linear& l) {
+  const int n_panels = (l.out + panel_rows(l.in) - 1) / panel_rows(l.in);
+  return n_panels > 1 && double(n) * l.out * l.in > 4e6;
 }
 
-void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy,
-                    ComputeDType dt) {
-  if (ldy == 0) ldy = l.out;
+// The product for `blocks`, panel by panel (each 16-bit panel widened once for all of them), on
+// one thread or across panels (`par`).
+void linear_blocks(std::span<const LinearRows> blocks, const Linear& l, int ldy, ComputeDType dt,
+                   bool par) {
   int n = 0;  // rows of all blocks
   for (const LinearRows& b : blocks) n += std::max(b.n, 0);
   if (n <= 0) return;
@@ -123,8 +128,6 @@ void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy
     off += nb;
   }
 
-  // Small products stay on one thread: a parallel region costs more than it saves there.
-  const bool par = n_panels > 1 && double(n) * out * in > 4e6;
 #pragma omp parallel if (par)
   {
     thread_local LinearScratch s;
@@ -162,6 +165,26 @@ void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy
         for (int o = 0; o < out; ++o) yi[o] += bias[o];
       }
   }
+}
+
+}  // namespace
+
+void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDType dt) {
+  const LinearRows one{x, n, y};
+  linear_grouped({&one, 1}, l, ldy, dt);
+}
+
+void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy,
+                    ComputeDType dt) {
+  if (ldy == 0) ldy = l.out;
+  // Every block runs in the threading context linear() gives it alone: a GEMM library may
+  // split a product differently when it is free to use threads than inside a parallel region.
+  thread_local std::vector<LinearRows> serial, parallel;
+  serial.clear();
+  parallel.clear();
+  for (const LinearRows& b : blocks) (parallel_rows(b.n, l) ? parallel : serial).push_back(b);
+  if (!serial.empty()) linear_blocks(serial, l, ldy, dt, false);
+  if (!parallel.empty()) linear_blocks(parallel, l, ldy, dt, true);
 }
 
 void linear_ref(const float* x, int n, const Linear& l, float* y, ComputeDType dt) {

@@ -21,6 +21,7 @@ struct EngineConfig {
   int parallel = 4;       // jobs decoded at once (the largest batch)
   int queue = 64;         // jobs waiting beyond those
   int max_positions = 0;  // prompt + generation of one canvas at most
+  double straggler_wait = 0.25;  // see ForwardBatcher: fraction of a batch's time to wait
 };
 
 class Engine {
@@ -49,6 +50,8 @@ class Engine {
   };
   Stats stats() const;
   const EngineConfig& config() const { return cfg_; }
+  // How batched forwards multiply the canvases' rows (resolved at start).
+  BatchGemm batch_gemm() const { return batch_gemm_; }
   // Called on the worker's thread after each job finished (metrics). Set before submitting.
   void set_on_finish(std::function<void(const Job&)> f) { on_finish_ = std::move(f); }
 
@@ -63,6 +66,7 @@ class Engine {
   Model& m_;
   EngineConfig cfg_;
   ForwardBatcher batcher_;
+  BatchGemm batch_gemm_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;

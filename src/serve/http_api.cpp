@@ -119,6 +119,7 @@ void HttpApi::install(httplib::Server& svr) {
               {{"status", "ok"},
                {"model", model_name_},
                {"parallel", engine_.config().parallel},
+               {"batch_gemm", batch_gemm_name(engine_.batch_gemm())},
                {"running", s.running},
                {"queued", s.queued}});
   });

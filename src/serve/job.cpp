@@ -68,6 +68,7 @@ void Job::on_step(const StepInfo& s) {
     if (std::find(gen.begin() + done * block_, gen.begin() + e, mask_id_) != gen.begin() + e) break;
     ++done;
   }
+  if (done == done_blocks_ && !want_steps_) return;  // nothing the HTTP side waits for
   std::lock_guard<std::mutex> lk(mu_);
   if (done > done_blocks_) {
     done_blocks_ = done;

@@ -4,6 +4,7 @@
 // tokens, NFE and KV bytes. A failing or cancelled decoder leaves the others untouched.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -14,6 +15,8 @@
 #include "decode/batch.h"
 #include "decode/generate.h"
 #include "model/model.h"
+#include "model/stacked_gemm.h"
+#include "ops/gemm.h"
 #include "util/error.h"
 
 namespace dllmq {
@@ -43,8 +46,11 @@ std::unique_ptr<KvStore> make_store(const Model& m, const std::string& method, i
   return s;
 }
 
-TEST(ForwardBatch, EachCanvasGetsItsSingleForwardLogits) {
+// forward_batch's logits against forward()'s, bit for bit, with the batch GEMM mode `mode`;
+// returns how many of the three canvases differ.
+int canvases_differing(BatchGemm mode) {
   Model& m = model();
+  m.set_batch_gemm(mode);
   const int V = m.config().vocab_size;
   // Three canvases: a full refresh writing a dense store, a cached dual-style step against a
   // KIVI store, and a plain full forward; different lengths and positions.
@@ -87,10 +93,27 @@ TEST(ForwardBatch, EachCanvasGetsItsSingleForwardLogits) {
   const CanvasForward batch[] = {{&fb, lb2.data()}, {&fa, la2.data()}, {&fc, lc2.data()}};
   m.forward_batch(batch);
 
-  EXPECT_EQ(0, std::memcmp(la1.data(), la2.data(), la1.size() * 4));
-  EXPECT_EQ(0, std::memcmp(lb1.data(), lb2.data(), lb1.size() * 4));
-  EXPECT_EQ(0, std::memcmp(lc1.data(), lc2.data(), lc1.size() * 4));
   EXPECT_EQ(store_a1->bytes(), store_a2->bytes());
+  m.set_batch_gemm(BatchGemm::kAuto);
+  return (std::memcmp(la1.data(), la2.data(), la1.size() * 4) != 0) +
+         (std::memcmp(lb1.data(), lb2.data(), lb1.size() * 4) != 0) +
+         (std::memcmp(lc1.data(), lc2.data(), lc1.size() * 4) != 0);
+}
+
+TEST(ForwardBatch, EachCanvasGetsItsSingleForwardLogits) {
+  const GemmLib before = gemm_info().lib;
+  for (GemmLib lib : {GemmLib::kOneDnn, GemmLib::kOpenBlas}) {
+    if (!gemm_available(lib)) continue;
+    gemm_select(lib);
+    EXPECT_EQ(canvases_differing(BatchGemm::kAuto), 0) << gemm_lib_name(lib) << " auto";
+    EXPECT_EQ(canvases_differing(BatchGemm::kPerCanvas), 0) << gemm_lib_name(lib) << " per-canvas";
+    // Where the check refuses stacking, forcing it is what batching must not do; say what it
+    // would have done (the check's reason to exist).
+    if (!stacked_gemm_exact(model().weights(), model().compute_dtype()))
+      std::printf("%s: forced stacking changes the logits of %d of 3 canvases\n",
+                  gemm_lib_name(lib), canvases_differing(BatchGemm::kStacked));
+  }
+  gemm_select(before);
 }
 
 // A spread of settings; job i of a batch takes settings[(i + shift) % size].
@@ -168,8 +191,10 @@ void expect_same(const GenerateResult& single, const BatchOutcome& batched, cons
   EXPECT_DOUBLE_EQ(single.flops, batched.result.flops) << what;
 }
 
-TEST(BatchDecode, EveryBatchSizeEqualsBatch1) {
+// Batches of 2..8 with the batch GEMM mode `mode`, each job against its own batch-1 run.
+void every_batch_size(BatchGemm mode) {
   Model& m = model();
+  m.set_batch_gemm(mode);
   for (int n = 2; n <= 8; ++n) {
     std::vector<std::vector<int32_t>> prompts;
     std::vector<BatchJob> jobs;
@@ -178,13 +203,37 @@ TEST(BatchDecode, EveryBatchSizeEqualsBatch1) {
     const auto out = generate_batched(m, jobs);
     for (int i = 0; i < n; ++i) {
       const GenerateResult single = generate(m, prompts[i], jobs[i].options);
-      const std::string what = "batch of " + std::to_string(n) + ", job " + std::to_string(i) +
-                               ", setting " + std::to_string((i + 3 * n) % 10);
+      const std::string what = std::string(batch_gemm_name(m.batch_gemm())) + " batch of " +
+                               std::to_string(n) + ", job " + std::to_string(i) + ", setting " +
+                               std::to_string((i + 3 * n) % 10);
       expect_same(single, out[i], what);
       // All jobs were seated together, so the first forward ran every canvas at once.
       EXPECT_EQ(out[i].max_batch, n) << what;
     }
   }
+  m.set_batch_gemm(BatchGemm::kAuto);
+}
+
+TEST(BatchDecode, EveryBatchSizeEqualsBatch1) {
+  every_batch_size(BatchGemm::kAuto);
+  std::printf("batch GEMM mode chosen by the check here: %s (%s)\n",
+              batch_gemm_name(model().batch_gemm()), gemm_info().name.c_str());
+}
+
+TEST(BatchDecode, PerCanvasGemmsEqualBatch1) {
+  every_batch_size(BatchGemm::kPerCanvas);
+}
+
+// OpenBLAS 0.3.21 gives stacked rows other bits than separate calls on the test machine: the
+// check must catch that (or find the library row-independent here) so batching stays exact.
+TEST(BatchDecode, CheckedStackingIsExactOnOpenBlasToo) {
+  const GemmLib before = gemm_info().lib;
+  gemm_select(GemmLib::kOpenBlas);
+  Model& m = model();
+  const bool stacked = stacked_gemm_exact(m.weights(), m.compute_dtype());
+  std::printf("OpenBLAS: stacking %s\n", stacked ? "gives the same bits" : "changes bits");
+  every_batch_size(BatchGemm::kAuto);
+  gemm_select(before);
 }
 
 TEST(BatchDecode, Bf16ComputeEqualsBatch1) {
