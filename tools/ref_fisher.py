@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""float64 numpy reference of the masked-diffusion loss of one decoding forward, with any single
+K (pre-RoPE) or V element overridden: the finite-difference check of dllmq's Fisher gradients
+(METHODS.md §2, docs/methods.md "Fisher weights").
+
+Written from docs/reference/dllm-models-and-fast-dllm.md (forward, as tools/ref_forward.py) and
+METHODS.md §2-3 (the loss), not from dllmq's C++:
+
+    forward:  the rows `ids` at positions pos0 .. pos0+T-1 are computed; every layer attends
+              (bidirectionally, no mask) to those rows and to the cached rows given, whose K is
+              given pre-RoPE (rotated here at its own position) and V as is.
+    loss:     sum_i w_i * (logsumexp(z_i) - z_i[target_i]),  z_i = raw logits row `row_i`
+              (LLaDA's SFT weighting makes w_i = 1 / (masked generated positions); the caller
+              passes the weights).
+
+A perturbation (layer, pos, "k"|"v", channel, delta) adds delta to that pre-RoPE K or V element
+before the attention of that layer (cached or fresh row), so that
+    (loss(+h) - loss(-h)) / 2h  ~  d loss / d element.
+"""
+import numpy as np
+
+
+def softmax_ce(z, target):
+    z = np.asarray(z, dtype=np.float64)
+    m = z.max()
+    return float(m + np.log(np.exp(z - m).sum()) - z[target])
+
+
+def step_loss(model, ids, pos0, cached, terms, pert=None):
+    """model: tools/ref_forward.RefModel. cached: list per layer of (pos [C], k_pre [C, KV, hd],
+    v [C, KV, hd]) or None when nothing is cached. terms: [(row, target, weight)]."""
+    ids = np.asarray(ids, dtype=np.int64)
+    T = ids.shape[0]
+    positions = pos0 + np.arange(T)
+    H, KV, hd = model.n_heads, model.n_kv, model.hd
+    rep = H // KV
+    scale = 1.0 / np.sqrt(hd)
+    x = model.embed[ids].copy()
+    for li, L in enumerate(model.layers):
+        h = model.rmsnorm(x, L.attn_norm)
+        q = model._lin(h, L.wq, L.bq).reshape(T, H, hd)
+        k = model._lin(h, L.wk, L.bk).reshape(T, KV, hd).copy()
+        v = model._lin(h, L.wv, L.bv).reshape(T, KV, hd).copy()
+        if cached is not None and cached[li] is not None:
+            cpos = np.asarray(cached[li][0], dtype=np.int64)
+            ck = np.array(cached[li][1], dtype=np.float64).reshape(len(cpos), KV, hd)
+            cv = np.array(cached[li][2], dtype=np.float64).reshape(len(cpos), KV, hd)
+        else:
+            cpos = np.zeros(0, dtype=np.int64)
+            ck = np.zeros((0, KV, hd))
+            cv = np.zeros((0, KV, hd))
+        if pert is not None and pert[0] == li:
+            _, pos, which, ch, delta = pert
+            g, c = divmod(ch, hd)
+            hit = np.nonzero(cpos == pos)[0]
+            if len(hit):
+                (ck if which == "k" else cv)[hit[0], g, c] += delta
+            else:
+                r = pos - pos0
+                assert 0 <= r < T, "perturbed position is not read"
+                (k if which == "k" else v)[r, g, c] += delta
+        q = model.rope(q, positions)
+        k = model.rope(k, positions)
+        ckr = model.rope(ck, cpos) if len(cpos) else ck
+        K = np.concatenate([ckr, k], axis=0)
+        V = np.concatenate([cv, v], axis=0)
+        Kh = np.repeat(K, rep, axis=1)
+        Vh = np.repeat(V, rep, axis=1)
+        s = np.einsum("thd,shd->hts", q, Kh) * scale
+        s -= s.max(axis=-1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=-1, keepdims=True)
+        a = np.einsum("hts,shd->thd", p, Vh).reshape(T, H * hd)
+        x = x + a @ L.wo.T
+        h = model.rmsnorm(x, L.ffn_norm)
+        gt = h @ L.w_gate.T
+        u = h @ L.w_up.T
+        x = x + ((gt / (1.0 + np.exp(-gt))) * u) @ L.w_down.T
+    loss = 0.0
+    for row, target, w in terms:
+        hf = model.rmsnorm(x[row - pos0], model.final_norm)
+        loss += w * softmax_ce(hf @ model.lm_head.T, target)
+    return loss
+
+
+def fd_gradient(model, ids, pos0, cached, terms, layer, pos, which, channel, h=1e-4):
+    """Central finite difference of step_loss with respect to one pre-RoPE K / V element."""
+    up = step_loss(model, ids, pos0, cached, terms, (layer, pos, which, channel, h))
+    dn = step_loss(model, ids, pos0, cached, terms, (layer, pos, which, channel, -h))
+    return (up - dn) / (2 * h)
+
+
+def diffusion_terms(canvas, P, target, mask_id, shift, pos0, n):
+    """METHODS.md §2's loss terms of a forward computing rows [pos0, pos0 + n) of `canvas`: every
+    masked generated position p whose raw row p - shift is computed, target[p - P], weight
+    1 / (masked generated positions)."""
+    masked = [p for p in range(P, len(canvas)) if canvas[p] == mask_id]
+    out = []
+    for p in masked:
+        row = p - shift
+        if pos0 <= row < pos0 + n:
+            out.append((row, int(target[p - P]), 1.0 / len(masked)))
+    return out
