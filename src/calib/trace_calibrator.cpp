@@ -131,6 +131,7 @@ TraceCalibrator::~TraceCalibrator() = default;
 
 void TraceCalibrator::begin_pair(int canvas_len, int prompt_len,
                                  const std::vector<int32_t>& target) {
+  ++pair_;
   N_ = canvas_len;
   P_ = prompt_len;
   target_ = target;
@@ -319,6 +320,7 @@ void TraceCalibrator::fisher_step(const Model& m, const ForwardArgs& f) {
 void TraceCalibrator::after_forward(Model& m, const ForwardArgs& f, const float* logits) {
   if (opt_.fisher || (kivi_ && opt_.score_weight == ScoreWeight::kFisher)) fisher_step(m, f);
   if (!kivi_ || !opt_.sensitivity || f.cached.empty() || f.logits.empty()) return;
+  if (opt_.sensitivity_pairs > 0 && pair_ >= opt_.sensitivity_pairs) return;
   const int V = cfg_.vocab_size, shift = cfg_.logits_shift, nl = f.logits.size();
   // Candidate rows: raw rows predicting a masked position of the active block.
   std::vector<int> rows, pos;

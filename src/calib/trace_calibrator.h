@@ -44,6 +44,7 @@ struct TraceCalibOptions {
   double cap = 4.0;
   std::optional<double> threshold;  // the schedule's tau (changed-decision rule), else top-1
   bool sensitivity = true;          // output-level pass (one extra forward per layer per step)
+  int sensitivity_pairs = 0;        // run it on the first N pairs only (0 = every pair)
   // dllm-kvq channel score: none (every (query, head, cached row) term alike), attention (each
   // term weighted by the step's attention probability of the row, METHODS.md §4.1's option) or
   // fisher (the loss gradient in place of the queries).
@@ -108,6 +109,7 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
   int kvd_, hd_;
   // The current pair and forward.
   int N_ = 0, P_ = 0;
+  int pair_ = -1;  // index of the current pair
   std::vector<int32_t> target_;
   std::vector<int32_t> canvas_;  // the current canvas: each forward's rows as it computes them
   PosRange active_, write_;

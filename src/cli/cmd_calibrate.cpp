@@ -51,6 +51,7 @@ struct CalibArgs {
   std::string rank = "reference";
   double budget = 0.05, budget_floor = 0.25, budget_cap = 4.0;
   bool no_sensitivity = false;
+  int sensitivity_pairs = 0;
   std::string score_weight = "none";
   std::string fisher;  // --fisher: diffusion | none (default diffusion for kvquant)
   std::string task;  // --task: --data holds the task's records, converted (eval/calib_pairs.h)
@@ -164,6 +165,7 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   o.cap = a.budget_cap;
   o.threshold = go.threshold;
   o.sensitivity = !a.no_sensitivity;
+  o.sensitivity_pairs = a.sensitivity_pairs;
   o.score_weight = parse_score_weight(a.score_weight);
   o.fisher = a.method == "kvquant" && a.fisher == "diffusion";
   TraceCalibrator tc(cfg, m.rope(), o);
@@ -226,6 +228,9 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   art.extra["schedule"] =
       go.threshold ? fmt::format("threshold {}", *go.threshold) : fmt::format("steps {}", go.steps);
   art.extra["rank"] = teacher_rank_name(rank);
+  if (a.method == "dllm-kvq")
+    art.extra["sensitivity_pairs"] =
+        a.no_sensitivity ? "0" : std::to_string(a.sensitivity_pairs > 0 ? std::min<size_t>(a.sensitivity_pairs, pairs.size()) : pairs.size());
   art.extra["rows_observed"] = std::to_string(tc.rows_observed());
   if (a.method == "kvquant") art.extra["reservoir_rows"] = std::to_string(a.reservoir_rows);
   save_calib_artifact(art, a.out);
@@ -402,6 +407,11 @@ void register_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-sensitivity", a->no_sensitivity,
                 "dllm-kvq: skip the output-level pass (uniform layer shares)");
+  cmd->add_option("--sensitivity-pairs", a->sensitivity_pairs,
+                  "dllm-kvq: run the output-level pass (one extra forward per layer and cached "
+                  "step) on the first N pairs only; 0 = every pair")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   add_generate_flags(cmd, a->gen);
   cmd->add_option("--outlier-percent", a->outlier_percent,
                   "share of K/V values kept as sparse fp16 outliers (percentiles p/2, 100-p/2)")
