@@ -3,8 +3,8 @@
 K (pre-RoPE) or V element overridden: the finite-difference check of dllmq's Fisher gradients
 (METHODS.md §2, docs/methods.md "Fisher weights").
 
-Written from docs/reference/dllm-models-and-fast-dllm.md (forward, as tools/ref_forward.py) and
-METHODS.md §2-3 (the loss), not from dllmq's C++:
+Written from METHODS.md §2-3 (the loss) on top of tools/ref_forward.py's forward (its kv_hook
+perturbs fresh rows; cached rows enter as its `past`), not from dllmq's C++:
 
     forward:  the rows `ids` at positions pos0 .. pos0+T-1 are computed; every layer attends
               (bidirectionally, no mask) to those rows and to the cached rows given, whose K is
@@ -31,56 +31,33 @@ def step_loss(model, ids, pos0, cached, terms, pert=None):
     v [C, KV, hd]) or None when nothing is cached. terms: [(row, target, weight)]."""
     ids = np.asarray(ids, dtype=np.int64)
     T = ids.shape[0]
-    positions = pos0 + np.arange(T)
-    H, KV, hd = model.n_heads, model.n_kv, model.hd
-    rep = H // KV
-    scale = 1.0 / np.sqrt(hd)
-    x = model.embed[ids].copy()
-    for li, L in enumerate(model.layers):
-        h = model.rmsnorm(x, L.attn_norm)
-        q = model._lin(h, L.wq, L.bq).reshape(T, H, hd)
-        k = model._lin(h, L.wk, L.bk).reshape(T, KV, hd).copy()
-        v = model._lin(h, L.wv, L.bv).reshape(T, KV, hd).copy()
-        if cached is not None and cached[li] is not None:
+    KV, hd = model.n_kv, model.hd
+    past = None
+    if cached is not None:
+        past = []
+        for li in range(model.n_layers):
             cpos = np.asarray(cached[li][0], dtype=np.int64)
             ck = np.array(cached[li][1], dtype=np.float64).reshape(len(cpos), KV, hd)
             cv = np.array(cached[li][2], dtype=np.float64).reshape(len(cpos), KV, hd)
-        else:
-            cpos = np.zeros(0, dtype=np.int64)
-            ck = np.zeros((0, KV, hd))
-            cv = np.zeros((0, KV, hd))
-        if pert is not None and pert[0] == li:
-            _, pos, which, ch, delta = pert
-            g, c = divmod(ch, hd)
-            hit = np.nonzero(cpos == pos)[0]
-            if len(hit):
-                (ck if which == "k" else cv)[hit[0], g, c] += delta
-            else:
-                r = pos - pos0
-                assert 0 <= r < T, "perturbed position is not read"
-                (k if which == "k" else v)[r, g, c] += delta
-        q = model.rope(q, positions)
-        k = model.rope(k, positions)
-        ckr = model.rope(ck, cpos) if len(cpos) else ck
-        K = np.concatenate([ckr, k], axis=0)
-        V = np.concatenate([cv, v], axis=0)
-        Kh = np.repeat(K, rep, axis=1)
-        Vh = np.repeat(V, rep, axis=1)
-        s = np.einsum("thd,shd->hts", q, Kh) * scale
-        s -= s.max(axis=-1, keepdims=True)
-        p = np.exp(s)
-        p /= p.sum(axis=-1, keepdims=True)
-        a = np.einsum("hts,shd->thd", p, Vh).reshape(T, H * hd)
-        x = x + a @ L.wo.T
-        h = model.rmsnorm(x, L.ffn_norm)
-        gt = h @ L.w_gate.T
-        u = h @ L.w_up.T
-        x = x + ((gt / (1.0 + np.exp(-gt))) * u) @ L.w_down.T
-    loss = 0.0
-    for row, target, w in terms:
-        hf = model.rmsnorm(x[row - pos0], model.final_norm)
-        loss += w * softmax_ce(hf @ model.lm_head.T, target)
-    return loss
+            if pert is not None and pert[0] == li and pert[1] in cpos:
+                _, pos, which, ch, delta = pert
+                g, c = divmod(ch, hd)
+                (ck if which == "k" else cv)[int(np.nonzero(cpos == pos)[0][0]), g, c] += delta
+            past.append((model.rope(ck, cpos), cv, cpos))
+
+    def hook(li, k, v):
+        if pert is None or pert[0] != li or (cached is not None and pert[1] in cached[li][0]):
+            return k, v
+        _, pos, which, ch, delta = pert
+        r = pos - pos0
+        assert 0 <= r < T, "perturbed position is not read"
+        k, v = k.copy(), v.copy()
+        g, c = divmod(ch, hd)
+        (k if which == "k" else v)[r, g, c] += delta
+        return k, v
+
+    logits = model.forward(ids, pos0 + np.arange(T), past=past, kv_hook=hook)
+    return sum(w * softmax_ce(logits[row - pos0], target) for row, target, w in terms)
 
 
 def fd_gradient(model, ids, pos0, cached, terms, layer, pos, which, channel, h=1e-4):

@@ -232,15 +232,7 @@ class Backprop {
     FreshKvRows fresh(st.keys.data() + size_t(n_cached_) * kvd_,
                       st.vals.data() + size_t(n_cached_) * kvd_, n_, kvd_, hd_);
     std::vector<const KvRowSource*> sources;
-    bool fresh_added = false;
-    for (size_t i = 0; i < cached_src.size(); ++i) {
-      if (!fresh_added && a_.cached[i].begin > a_.pos0) {
-        sources.push_back(&fresh);
-        fresh_added = true;
-      }
-      sources.push_back(&cached_src[i]);
-    }
-    if (!fresh_added) sources.push_back(&fresh);
+    sources_in_canvas_order(a_.cached, cached_src, &fresh, a_.pos0, sources);
     attention(st.q.data(), n_, nh_, nkv_, hd_, sources, st.att.data());
     st.x2.resize(size_t(n_) * d_);
     linear(st.att.data(), n_, W.o, st.x2.data(), 0, dt_);

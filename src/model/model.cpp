@@ -160,20 +160,9 @@ void Model::forward(const ForwardArgs& a, float* logits) {
     clock.charge(pf.other);
 
     stored.clear();
-    sources_.clear();
     for (const PosRange& r : a.cached) stored.emplace_back(*a.store, l, r);
     FreshKvRows fresh(k_.data(), v_.data(), n, kvd, hd);
-    // Keys in canvas order; softmax does not care, but it keeps summation order close to the
-    // references, which attend over the whole canvas left to right.
-    bool fresh_added = false;
-    for (size_t i = 0; i < stored.size(); ++i) {
-      if (!fresh_added && a.cached[i].begin > a.pos0) {
-        sources_.push_back(&fresh);
-        fresh_added = true;
-      }
-      sources_.push_back(&stored[i]);
-    }
-    if (!fresh_added) sources_.push_back(&fresh);
+    sources_in_canvas_order(a.cached, stored, &fresh, a.pos0, sources_);
     attention(q_.data(), n, nh, nkv, hd, sources_, att_.data());  // [n, nh*hd]
     clock.charge(pf.attn);
     if (a.observer) a.observer->on_layer(l, a.pos0, n, k_.data(), v_.data(), att_.data());

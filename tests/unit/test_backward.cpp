@@ -10,44 +10,20 @@
 #include "ops/backward.h"
 #include "ops/norm_act.h"
 #include "ops/rope.h"
-#include "util/half.h"
+#include "test_helpers.h"
 
 namespace dllmq {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-struct Weights {
-  std::vector<uint16_t> h;
-  std::vector<float> f;
-  TensorView t;
-  Weights(const std::vector<float>& vals, int out, int in, DType dt) {
-    t.dtype = dt;
-    t.shape = {out, in};
-    if (dt == DType::kF32) {
-      f = vals;
-      t.data = f.data();
-    } else {
-      for (float v : vals) h.push_back(f32_to_bf16(v));
-      t.data = h.data();
-    }
-    t.nbytes = vals.size() * dtype_size(dt);
-  }
-  float at(size_t i) const { return t.dtype == DType::kF32 ? f[i] : bf16_to_f32(h[i]); }
-};
+using test_util::OwnedTensor;
+using test_util::randn;
 
 class LinearBackwardTest : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
 
 TEST_P(LinearBackwardTest, EqualsDyTimesW) {
   auto [dt, accumulate] = GetParam();
   const int n = 5, out = 520, in = 300;  // partial column and row tiles
-  Weights w(randn(size_t(out) * in, 1, 0.1f), out, in, dt);
+  OwnedTensor w(randn(size_t(out) * in, 1, 0.1f), {out, in}, dt);
   Linear l{&w.t, nullptr, out, in};
   const auto dy = randn(size_t(n) * out, 2);
   std::vector<float> dx = randn(size_t(n) * in, 3), start = dx;
