@@ -46,24 +46,6 @@ void attention_probs(const float* qh, int ldq, const float* kg, int ldk, int n, 
   }
 }
 
-// Rows of a copy of the cached K/V ([n, kv_dim] each), handed out in tiles of the store's size.
-class RowsOf final : public KvRowSource {
- public:
-  RowsOf(const float* k, const float* v, int n, int kv_dim, int hd, int tile)
-      : k_(k), v_(v), n_(n), kvd_(kv_dim), hd_(hd), tile_(tile) {}
-  int n_rows() const override { return n_; }
-  int max_tile() const override { return tile_; }
-  KvRows rows(int g, int r0, int n, float*, float*) const override {
-    const size_t at = size_t(r0) * kvd_ + size_t(g) * hd_;
-    return {k_ + at, v_ + at, kvd_, n};
-  }
-
- private:
-  const float* k_;
-  const float* v_;
-  int n_, kvd_, hd_, tile_;
-};
-
 // One layer's forward state, recomputed from the layer input during the backward.
 struct LayerState {
   std::vector<float> h1, q, k, v;  // normed input; q post-RoPE; k, v of the fresh rows
@@ -221,12 +203,13 @@ class Backprop {
     // same canvas order, cached tiles of the store's size): the layers above then see
     // bit-identical inputs, so the K/V rows handed to the sink are the rows the step read.
     st.att.resize(size_t(n_) * qd_);
-    std::vector<RowsOf> cached_src;
+    std::vector<FreshKvRows> cached_src;
     cached_src.reserve(a_.cached.size());
     int off = 0;
     for (const PosRange& r : a_.cached) {
-      cached_src.emplace_back(st.keys.data() + size_t(off) * kvd_, st.vals.data() + size_t(off) * kvd_,
-                              r.size(), kvd_, hd_, a_.store->max_tile());
+      cached_src.emplace_back(st.keys.data() + size_t(off) * kvd_,
+                              st.vals.data() + size_t(off) * kvd_, r.size(), kvd_, hd_,
+                              a_.store->max_tile());
       off += r.size();
     }
     FreshKvRows fresh(st.keys.data() + size_t(n_cached_) * kvd_,
