@@ -165,7 +165,7 @@ class RefModel:
 
     # ------------------------------------------------------------------ forward
     def forward(self, ids, positions=None, past=None, return_kv=False, return_hidden=False,
-                return_k_prerope=False, return_q=False):
+                return_k_prerope=False, return_q=False, kv_hook=None):
         """Raw logits [T, V] float64 for query rows `ids` at `positions` (default arange).
 
         past: optional list (per layer) of (K [Lp,KV,hd] post-RoPE, V [Lp,KV,hd], pos [Lp]).
@@ -174,6 +174,8 @@ class RefModel:
             K_pre = the same keys before RoPE (used by tools/ref_kvquant.py for KVQuant).
         return_q: also return the list of the query rows' queries per layer, [T, H, hd] post-RoPE
             (last in the returned tuple).
+        kv_hook: optional f(layer, k_pre, v) -> (k_pre, v) applied to the query rows' keys (before
+            RoPE) and values of every layer (tools/ref_fisher.py perturbs one element with it).
         """
         ids = np.asarray(ids, dtype=np.int64)
         T = ids.shape[0]
@@ -193,6 +195,8 @@ class RefModel:
             q = self._lin(h, L.wq, L.bq).reshape(T, H, hd)
             k = self._lin(h, L.wk, L.bk).reshape(T, KV, hd)
             v = self._lin(h, L.wv, L.bv).reshape(T, KV, hd)
+            if kv_hook is not None:
+                k, v = kv_hook(li, k, v)
             k_pre = k
             q = self.rope(q, positions)
             k = self.rope(k, positions)

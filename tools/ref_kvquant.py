@@ -497,23 +497,28 @@ def make_hook(spec):
 
 
 # ------------------------------------------------------------------------------ calibration
-def kmeans1d(data, k, max_iter=100, rel_tol=1e-7):
-    """Deterministic 1-D k-means (see module doc).  Returns float64 [k] ascending."""
-    x = np.sort(np.asarray(data, dtype=np.float64).ravel())
+def kmeans1d(data, k, max_iter=100, rel_tol=1e-7, weights=None):
+    """Deterministic 1-D k-means (see module doc), optionally weighted (KVQuant's Fisher
+    weighting: minimises sum_i w_i (x_i - c(x_i))^2; initial centroids at the weighted quantiles
+    (i + 0.5) / k).  Returns float64 [k] ascending."""
+    x = np.asarray(data, dtype=np.float64).ravel()
+    w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64).ravel()
+    order = np.argsort(x, kind="stable")
+    x, w = x[order], w[order]
     n = x.shape[0]
     if n == 0:
         raise ValueError("kmeans1d: no data")
-    cum = np.arange(1, n + 1, dtype=np.float64)
+    cum = np.cumsum(w)
     c = np.empty(k, dtype=np.float64)
     for i in range(k):
-        target = (i + 0.5) / k * n
+        target = (i + 0.5) / k * cum[-1]
         j = int(np.searchsorted(cum, target, side="left"))  # first index with cum >= target
         c[i] = x[min(j, n - 1)]
     tol = rel_tol * (x[-1] - x[0])
     for _ in range(max_iter):
         a = _assign(x, c)
-        sums = np.bincount(a, weights=x, minlength=k)
-        cnt = np.bincount(a, minlength=k)
+        sums = np.bincount(a, weights=w * x, minlength=k)
+        cnt = np.bincount(a, weights=w, minlength=k)
         new = c.copy()
         nz = cnt > 0
         new[nz] = sums[nz] / cnt[nz]

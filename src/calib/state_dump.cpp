@@ -99,6 +99,28 @@ void StateDump::step(int step, int block, std::span<const int32_t> revealed,
              pair_, step, block, list(revealed), list(canvas));
 }
 
+void StateDump::fisher(bool current_forward, std::span<const int32_t> ids, int pos0,
+                       const std::vector<PosRange>& cached, std::span<const LossTerm> terms,
+                       double value) {
+  std::string c = "[", l = "[";
+  for (size_t i = 0; i < cached.size(); ++i) c += (i ? "," : "") + range(cached[i]);
+  for (size_t i = 0; i < terms.size(); ++i)
+    l += fmt::format("{}[{},{},{:.17g}]", i ? "," : "", terms[i].row, terms[i].target,
+                     terms[i].weight);
+  fmt::print(f_,
+             "{{\"kind\":\"fisher\",\"pair\":{},\"forward\":{},\"pos0\":{},\"ids\":{},"
+             "\"cached\":{}],\"loss\":{}],\"value\":{:.17g}}}\n",
+             pair_, current_forward ? forward_ : -1, pos0, list(ids), c, l, value);
+}
+
+void StateDump::grads(bool current_forward, const LayerKvGrad& g) {
+  fmt::print(f_,
+             "{{\"kind\":\"grads\",\"pair\":{},\"forward\":{},\"layer\":{},\"pos\":{},"
+             "\"gk\":{},\"gv\":{}}}\n",
+             pair_, current_forward ? forward_ : -1, g.layer, list(g.pos), matrix(g.gk, g.pos.size(), g.kv_dim),
+             matrix(g.gv, g.pos.size(), g.kv_dim));
+}
+
 void StateDump::close() {
   if (!f_) return;
   const bool ok = std::fflush(f_) == 0 && std::ferror(f_) == 0;

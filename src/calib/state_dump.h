@@ -11,6 +11,12 @@
 //   queries  {pair, forward, layer, pos, q}: the active block's queries (post-RoPE, all heads)
 //   step     {pair, step, block, revealed, canvas}: a reveal step (TRACE / random) and the
 //            canvas after it
+//   fisher   {pair, forward, pos0, ids, cached, loss, value}: the masked-diffusion loss whose
+//            gradients follow (Fisher weights): loss = [[row, target, weight], ...] over raw
+//            logits rows, value = the loss. forward = the forward it scores, or -1 for the
+//            `ar` masked copy (then ids is that copy's whole canvas and nothing is cached)
+//   grads    {pair, forward, layer, pos, gk, gv}: d loss / d K (pre-RoPE) and d V of every row
+//            that forward read, in the order of its rows line (written before its fisher line)
 // Floats are written with 9 significant digits (float32 round trip). Meant for tiny models: a
 // pair of an 8B model would be gigabytes. Written to FILE.tmp and renamed at close().
 #pragma once
@@ -21,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "model/kv_grad.h"
 #include "model/model.h"
 
 namespace dllmq {
@@ -41,6 +48,10 @@ class StateDump {
   void queries(int layer, int pos0, int n, const float* q, int q_dim);
   void step(int step, int block, std::span<const int32_t> revealed,
             std::span<const int32_t> canvas);
+  // current_forward: the forward just dumped; false: the ar masked copy (forward -1).
+  void fisher(bool current_forward, std::span<const int32_t> ids, int pos0,
+              const std::vector<PosRange>& cached, std::span<const LossTerm> terms, double value);
+  void grads(bool current_forward, const LayerKvGrad& g);
   void close();
 
  private:

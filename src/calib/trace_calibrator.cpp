@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "calib/fisher.h"
 #include "util/error.h"
 
 namespace dllmq {
@@ -65,6 +66,24 @@ std::vector<int> reveal_set(const std::vector<double>& conf, std::optional<doubl
 
 }  // namespace
 
+ScoreWeight parse_score_weight(const std::string& s) {
+  if (s == "none") return ScoreWeight::kNone;
+  if (s == "attention") return ScoreWeight::kAttention;
+  if (s == "fisher") return ScoreWeight::kFisher;
+  fail("--score-weight {}: expected none, attention or fisher", s);
+}
+
+const char* score_weight_name(ScoreWeight w) {
+  switch (w) {
+    case ScoreWeight::kAttention:
+      return "attention";
+    case ScoreWeight::kFisher:
+      return "fisher";
+    default:
+      return "none";
+  }
+}
+
 const char* region_name(int r) {
   static const char* kNames[] = {"prompt", "decoded_prefix", "active_block", "masked_suffix"};
   return r >= 0 && r < kNumRegions ? kNames[r] : "?";
@@ -90,7 +109,10 @@ TraceCalibrator::TraceCalibrator(const ModelConfig& cfg, const RopeTable& rope,
     }
   shadow_k_.resize(L);
   shadow_v_.resize(L);
-  if (opt_.method == "kvquant") kvq_ = std::make_unique<KvQuantCalibrator>(cfg, opt_.kvq);
+  if (opt_.method == "kvquant") {
+    opt_.kvq.fisher = opt_.fisher;
+    kvq_ = std::make_unique<KvQuantCalibrator>(cfg, opt_.kvq);
+  }
   if (opt_.method == "dllm-kvq") {
     KiviConfig kc;
     kc.bits_k = opt_.bits_k;
@@ -101,7 +123,7 @@ TraceCalibrator::TraceCalibrator(const ModelConfig& cfg, const RopeTable& rope,
     score_sum_.assign(L, std::vector<double>(kvd_, 0.0));
     score_pairs_.assign(L, 0.0);
     sens_.resize(L);
-    if (opt_.attention_weighted) krot_.resize(L);
+    if (opt_.score_weight == ScoreWeight::kAttention) krot_.resize(L);
   }
 }
 
@@ -109,9 +131,11 @@ TraceCalibrator::~TraceCalibrator() = default;
 
 void TraceCalibrator::begin_pair(int canvas_len, int prompt_len,
                                  const std::vector<int32_t>& target) {
+  ++pair_;
   N_ = canvas_len;
   P_ = prompt_len;
   target_ = target;
+  canvas_.assign(N_, cfg_.mask_id);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     shadow_k_[l].assign(size_t(N_) * kvd_, 0.0f);
     shadow_v_[l].assign(size_t(N_) * kvd_, 0.0f);
@@ -136,6 +160,7 @@ void TraceCalibrator::on_forward(const ForwardArgs& a) {
   write_ = a.store ? a.write : PosRange{};
   cached_ = a.cached;
   store_ = a.store;
+  std::copy(a.ids.begin(), a.ids.end(), canvas_.begin() + a.pos0);
   if (dump_) dump_->forward(a);
 }
 
@@ -156,7 +181,7 @@ void TraceCalibrator::observe_row(int layer, int pos, const float* k, const floa
     r.v_min[c] = std::min(r.v_min[c], v[c]);
     r.v_max[c] = std::max(r.v_max[c], v[c]);
   }
-  if (kvq_) kvq_->add_row(layer, pos, k, v);
+  if (kvq_ && !opt_.fisher) kvq_->add_row(layer, pos, k, v);  // Fisher: after the backward
   if (layer == 0) ++rows_observed_;
 }
 
@@ -225,7 +250,7 @@ void TraceCalibrator::on_query(int layer, int pos0, int n, const float* q_rot) {
   if (dump_ && a1 > a0)
     dump_->queries(layer, a0, a1 - a0, q_rot + size_t(a0 - pos0) * qd_all, qd_all);
   if (!kivi_ || cached_.empty()) return;  // only cached steps read quantized rows
-  if (a1 <= a0) return;
+  if (a1 <= a0 || opt_.score_weight == ScoreWeight::kFisher) return;
   const int rep = cfg_.n_heads / cfg_.n_kv_heads, qd = cfg_.n_heads * hd_;
   std::vector<double>& sum = score_sum_[layer];
   int64_t n_cached = 0;
@@ -256,8 +281,46 @@ void TraceCalibrator::on_query(int layer, int pos0, int n, const float* q_rot) {
   score_pairs_[layer] += double(a1 - a0) * rep * (weighted ? 1.0 : double(n_cached));
 }
 
+void TraceCalibrator::fisher_step(const Model& m, const ForwardArgs& f) {
+  const std::vector<LossTerm> terms = diffusion_loss_terms(cfg_, f, canvas_, P_, target_);
+  const bool scores = kivi_ && opt_.score_weight == ScoreWeight::kFisher && !f.cached.empty();
+  std::vector<float> k2(kvd_), v2(kvd_), g(kvd_);
+  const double loss = kv_loss_gradient(m, f, terms, [&](const LayerKvGrad& lg) {
+    if (dump_) dump_->grads(true, lg);
+    const int l = lg.layer, rows = int(lg.pos.size());
+    for (int j = 0; j < rows; ++j) {
+      const int pos = lg.pos[j];
+      const float* gk = lg.gk + size_t(j) * kvd_;
+      if (kvq_) {
+        const bool cached = j < lg.n_cached;
+        const size_t fresh = size_t(j - lg.n_cached) * kvd_;
+        const float* k = cached ? shadow_k_[l].data() + size_t(pos) * kvd_ : lg.k_fresh + fresh;
+        const float* v = cached ? shadow_v_[l].data() + size_t(pos) * kvd_ : lg.v_fresh + fresh;
+        square_into(gk, kvd_, k2.data());
+        square_into(lg.gv + size_t(j) * kvd_, kvd_, v2.data());
+        kvq_->add_row(l, pos, k, v, k2.data(), v2.data());
+      }
+      if (scores && j < lg.n_cached) {
+        // The store quantizes post-RoPE K: rotate the gradient like the key (R orthogonal).
+        std::copy_n(gk, kvd_, g.data());
+        rope_.apply(g.data(), 1, cfg_.n_kv_heads, pos);
+        const float* e = err_[l].data() + size_t(pos) * kvd_;
+        for (int c = 0; c < kvd_; ++c) {
+          const double t = double(g[c]) * e[c];
+          score_sum_[l][c] += t * t;
+        }
+      }
+    }
+  });
+  if (scores)
+    for (double& n : score_pairs_) n += 1.0;  // the mean over cached steps of the per-step sum
+  if (dump_) dump_->fisher(true, f.ids, f.pos0, f.cached, terms, loss);
+}
+
 void TraceCalibrator::after_forward(Model& m, const ForwardArgs& f, const float* logits) {
+  if (opt_.fisher || (kivi_ && opt_.score_weight == ScoreWeight::kFisher)) fisher_step(m, f);
   if (!kivi_ || !opt_.sensitivity || f.cached.empty() || f.logits.empty()) return;
+  if (opt_.sensitivity_pairs > 0 && pair_ >= opt_.sensitivity_pairs) return;
   const int V = cfg_.vocab_size, shift = cfg_.logits_shift, nl = f.logits.size();
   // Candidate rows: raw rows predicting a masked position of the active block.
   std::vector<int> rows, pos;
@@ -312,7 +375,7 @@ CalibArtifact TraceCalibrator::finish() const {
   const int L = cfg_.n_layers;
   CalibArtifact a;
   a.method = "dllm-kvq";
-  a.fisher = "none";
+  a.fisher = opt_.score_weight == ScoreWeight::kFisher ? "diffusion" : "none";
   a.bits_k = opt_.bits_k;
   a.bits_v = opt_.bits_v;
   a.sink = 0;
@@ -383,10 +446,13 @@ CalibArtifact TraceCalibrator::finish() const {
   a.extra["layer_kl"] = kl_list;
   a.extra["layer_changed_decisions"] = changed_list;
   a.extra["layer_fp16_channels"] = share_list;
-  a.extra["score"] = opt_.attention_weighted
-                         ? "E[(q_c (k_c - kivi(k_c)))^2], weighted by attention probability"
-                         : "E[(q_c (k_c - kivi(k_c)))^2], unweighted";
-  a.extra["score_weight"] = opt_.attention_weighted ? "attention" : "none";
+  a.extra["score"] =
+      opt_.score_weight == ScoreWeight::kAttention
+          ? "E[(q_c (k_c - kivi(k_c)))^2], weighted by attention probability"
+      : opt_.score_weight == ScoreWeight::kFisher
+          ? "E_step[sum_rows (g_c (k_c - kivi(k_c)))^2], g = d loss / d K (post-RoPE)"
+          : "E[(q_c (k_c - kivi(k_c)))^2], unweighted";
+  a.extra["score_weight"] = score_weight_name(opt_.score_weight);
   return a;
 }
 

@@ -6,9 +6,12 @@
 // them (a pre-RoPE shadow of what the refresh wrote) and the fresh rows as computed, labelled by
 // region (prompt / decoded prefix / active block / masked suffix). From these:
 //   kvquant  - the rows feed KVQuant's statistics (thresholds, codebooks), so "trace"
-//              calibration sees every row as often as decoding reads it;
+//              calibration sees every row as often as decoding reads it; with Fisher weights
+//              (calib/fisher.h) each row read comes with its squared loss gradient at that step;
 //   dllm-kvq - attention-level channel scores E[(q_c (k_c - kivi(k_c)))^2] over the active
-//              block's queries and the cached rows they attend to; output-level layer
+//              block's queries and the cached rows they attend to (or, --score-weight fisher,
+//              the second-order loss increase E[sum_rows (g_c (k_c - kivi(k_c)))^2] with g the
+//              masked-diffusion loss gradient of the post-RoPE cached key); output-level layer
 //              sensitivities from re-running each cached step with one layer's cache quantized
 //              (active-block KL, changed reveal decisions); the budget split across layers with
 //              floor and cap; the channel choice.
@@ -27,6 +30,10 @@
 
 namespace dllmq {
 
+enum class ScoreWeight { kNone, kAttention, kFisher };
+ScoreWeight parse_score_weight(const std::string& s);  // throws naming --score-weight
+const char* score_weight_name(ScoreWeight w);
+
 struct TraceCalibOptions {
   std::string method = "kvquant";  // kvquant | dllm-kvq | observe (statistics and dump only)
   KvQuantCalibOptions kvq;         // kvquant: bits, outliers, sink, reservoir
@@ -37,9 +44,13 @@ struct TraceCalibOptions {
   double cap = 4.0;
   std::optional<double> threshold;  // the schedule's tau (changed-decision rule), else top-1
   bool sensitivity = true;          // output-level pass (one extra forward per layer per step)
-  // dllm-kvq channel score: each (query, head, cached row) term weighted by the step's attention
-  // probability of that row (METHODS.md §4.1's option), instead of equally.
-  bool attention_weighted = false;
+  int sensitivity_pairs = 0;        // run it on the first N pairs only (0 = every pair)
+  // dllm-kvq channel score: none (every (query, head, cached row) term alike), attention (each
+  // term weighted by the step's attention probability of the row, METHODS.md §4.1's option) or
+  // fisher (the loss gradient in place of the queries).
+  ScoreWeight score_weight = ScoreWeight::kNone;
+  // kvquant: Fisher-weighted codebooks (a backward pass per decoding forward).
+  bool fisher = false;
 };
 
 enum Region { kPromptRegion, kPrefixRegion, kActiveRegion, kSuffixRegion, kNumRegions };
@@ -84,6 +95,9 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
  private:
   int region_of(int pos) const;
   void observe_row(int layer, int pos, const float* k, const float* v, bool fresh);
+  // Fisher: the masked-diffusion loss of the forward, its backward, and what the gradients feed
+  // (KVQuant's weighted reservoir, dLLM-KVQ's fisher channel scores, --dump-states).
+  void fisher_step(const Model& m, const ForwardArgs& f);
   // Attention probabilities of one query head over the rows this forward reads (cached rows,
   // then fresh rows [pos0, pos0 + n)), from the exact post-RoPE keys in krot_.
   void attention_probs(int layer, const float* qh, int g, int pos0, int n,
@@ -95,7 +109,9 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
   int kvd_, hd_;
   // The current pair and forward.
   int N_ = 0, P_ = 0;
+  int pair_ = -1;  // index of the current pair
   std::vector<int32_t> target_;
+  std::vector<int32_t> canvas_;  // the current canvas: each forward's rows as it computes them
   PosRange active_, write_;
   std::vector<PosRange> cached_;
   const KvStore* store_ = nullptr;

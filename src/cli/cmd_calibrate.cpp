@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 
 #include "cache/dense_kv_store.h"
+#include "calib/fisher.h"
 #include "calib/kvquant_calibrator.h"
 #include "calib/pairs.h"
 #include "calib/state_dump.h"
@@ -50,7 +51,9 @@ struct CalibArgs {
   std::string rank = "reference";
   double budget = 0.05, budget_floor = 0.25, budget_cap = 4.0;
   bool no_sensitivity = false;
+  int sensitivity_pairs = 0;
   std::string score_weight = "none";
+  std::string fisher;  // --fisher: diffusion | none (default diffusion for kvquant)
   std::string task;  // --task: --data holds the task's records, converted (eval/calib_pairs.h)
   eval::PairSourceOptions source;
   std::string dump_states, stats;
@@ -118,6 +121,7 @@ void ar_states(Model& m, const std::vector<int32_t>& ids, int P, int block, Trac
 
 KvQuantCalibOptions kvq_options(const CalibArgs& a) {
   KvQuantCalibOptions o;
+  o.fisher = a.fisher == "diffusion";
   o.bits_k = a.bits_k.value_or(a.bits.value_or(4));
   o.bits_v = a.bits_v.value_or(a.bits.value_or(4));
   o.outlier_percent = a.outlier_percent;
@@ -161,7 +165,9 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   o.cap = a.budget_cap;
   o.threshold = go.threshold;
   o.sensitivity = !a.no_sensitivity;
-  o.attention_weighted = a.score_weight == "attention";
+  o.sensitivity_pairs = a.sensitivity_pairs;
+  o.score_weight = parse_score_weight(a.score_weight);
+  o.fisher = a.method == "kvquant" && a.fisher == "diffusion";
   TraceCalibrator tc(cfg, m.rope(), o);
   std::unique_ptr<StateDump> dump;
   if (!a.dump_states.empty())
@@ -222,6 +228,9 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   art.extra["schedule"] =
       go.threshold ? fmt::format("threshold {}", *go.threshold) : fmt::format("steps {}", go.steps);
   art.extra["rank"] = teacher_rank_name(rank);
+  if (a.method == "dllm-kvq")
+    art.extra["sensitivity_pairs"] =
+        a.no_sensitivity ? "0" : std::to_string(a.sensitivity_pairs > 0 ? std::min<size_t>(a.sensitivity_pairs, pairs.size()) : pairs.size());
   art.extra["rows_observed"] = std::to_string(tc.rows_observed());
   if (a.method == "kvquant") art.extra["reservoir_rows"] = std::to_string(a.reservoir_rows);
   save_calib_artifact(art, a.out);
@@ -243,10 +252,17 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
 void run(const CalibArgs& a) {
   if (a.method != "kvquant" && a.method != "dllm-kvq")
     fail("--method {}: expected kvquant or dllm-kvq", a.method);
-  if (a.score_weight != "none" && a.score_weight != "attention")
-    fail("--score-weight {}: expected none or attention", a.score_weight);
+  (void)parse_score_weight(a.score_weight);  // names the flag when unknown
   if (a.score_weight != "none" && a.method != "dllm-kvq")
     fail("--score-weight applies to --method dllm-kvq only");
+  if (a.score_weight == "fisher" && a.trajectory == "ar")
+    fail(
+        "--score-weight fisher with --trajectory ar: the ar canvas has no masked position, so the "
+        "masked-diffusion loss has no gradient there; use --trajectory trace or random");
+  if (a.fisher != "diffusion" && a.fisher != "none")
+    fail("--fisher {}: expected diffusion or none", a.fisher);
+  if (a.fisher == "diffusion" && a.method != "kvquant")
+    fail("--fisher applies to --method kvquant (dllm-kvq uses --score-weight fisher)");
   if (a.trajectory != "ar" && a.trajectory != "trace" && a.trajectory != "random")
     fail("--trajectory {}: expected ar, trace or random", a.trajectory);
   if (a.out.empty()) fail("--out FILE is required");
@@ -294,8 +310,11 @@ void run(const CalibArgs& a) {
       watch->set_dump((dump = std::make_unique<StateDump>(a.dump_states)).get());
   }
   TeeObserver tee(&cal, watch.get());
-  fmt::print(stderr, "dllmq calibrate: {} | kvquant ar | K {} / V {} bits | {} pairs from {}\n",
-             dir, o.bits_k, o.bits_v, pairs.size(), a.data);
+  PositionFisher fisher(cfg.n_layers, cfg.kv_dim());
+  if (o.fisher) cal.set_position_fisher(&fisher);
+  fmt::print(stderr,
+             "dllmq calibrate: {} | kvquant ar | K {} / V {} bits | Fisher {} | {} pairs from {}\n",
+             dir, o.bits_k, o.bits_v, a.fisher, pairs.size(), a.data);
   const auto t0 = std::chrono::steady_clock::now();
   int64_t tokens = 0;
   for (size_t i = 0; i < pairs.size(); ++i) {
@@ -308,6 +327,13 @@ void run(const CalibArgs& a) {
     const int P = int(pairs[i].prompt.size());
     if (watch) watch->begin_pair(int(ids.size()), P, pairs[i].answer);
     if (dump) dump->pair(int(i), a.trajectory, pairs[i].prompt, int(ids.size()), pairs[i].answer);
+    if (o.fisher) {
+      // The weights of this pair's rows: the masked-diffusion loss of a masked copy of it.
+      KvGradSink to_dump;
+      if (dump) to_dump = [&](const LayerKvGrad& g) { dump->grads(false, g); };
+      fisher.compute(*model, pairs[i].prompt, pairs[i].answer, a.seed + i, to_dump);
+      if (dump) dump->fisher(false, fisher.ids(), 0, {}, fisher.terms(), fisher.loss());
+    }
     ForwardArgs f;
     f.ids = ids;
     f.observer = watch ? static_cast<LayerObserver*>(&tee) : &cal;
@@ -350,8 +376,12 @@ void register_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--score-weight", a->score_weight,
                   "dllm-kvq channel score: none (every query x cached row alike) | attention "
-                  "(weighted by the step's attention probability of the row)")
+                  "(weighted by the step's attention probability of the row) | fisher (the "
+                  "masked-diffusion loss gradient in place of the queries)")
       ->capture_default_str();
+  cmd->add_option("--fisher", a->fisher,
+                  "kvquant codebooks: diffusion (k-means weighted by the squared gradient of the "
+                  "masked-diffusion loss, KVQuant's Fisher weighting; default) | none (\"noF\")");
   cmd->add_option("--dump-states", a->dump_states,
                   "write every observed state (forwards, rows read, queries, reveal steps) as "
                   "JSONL here (tiny models)");
@@ -377,6 +407,11 @@ void register_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-sensitivity", a->no_sensitivity,
                 "dllm-kvq: skip the output-level pass (uniform layer shares)");
+  cmd->add_option("--sensitivity-pairs", a->sensitivity_pairs,
+                  "dllm-kvq: run the output-level pass (one extra forward per layer and cached "
+                  "step) on the first N pairs only; 0 = every pair")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   add_generate_flags(cmd, a->gen);
   cmd->add_option("--outlier-percent", a->outlier_percent,
                   "share of K/V values kept as sparse fp16 outliers (percentiles p/2, 100-p/2)")
@@ -393,6 +428,7 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--out", a->out, "artifact path (written to a temporary file and renamed)")
       ->required();
   cmd->callback([a] {
+    if (a->fisher.empty()) a->fisher = a->method == "kvquant" ? "diffusion" : "none";
     a->seed = a->gen.seed;
     a->threads = a->gen.threads;
     // --kv-bits* name the bits to calibrate for, not the replay's store (which stays exact).

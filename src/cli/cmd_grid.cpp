@@ -209,15 +209,16 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
     }
     if (ok < n_tasks) {
       md += fmt::format(
-          "| average | {} | - | {} of {} tasks failed or lack a headline value | - | - |\n", name,
-          n_tasks - ok, n_tasks);
+          "| average | {} | - | {} of {} tasks failed or lack a headline value | - | - | - | - |\n",
+          name, n_tasks - ok, n_tasks);
       continue;
     }
     head /= ok, tps /= ok, nfe /= ok;
-    md += fmt::format("| average | {} | {} | headline {:.4f} | {:.2f} | {:.1f} |\n", name, n, head,
-                      tps, nfe);
     // Runs without a recorded fp16 KV size are drawn hollow at 16 bits (dense store, assumed).
     const bool known = with_bits == ok;
+    md += fmt::format("| average | {} | {} | headline {:.4f} | {} | - | {:.2f} | {:.1f} |\n", name,
+                      n, head, known ? fmt::format("{:.2f}", bits / ok) : std::string("-"), tps,
+                      nfe);
     pts.push_back({{"x", known ? bits / ok : 16.0},
                    {"y", head},
                    {"label", name},
@@ -238,6 +239,27 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
     }
   }
   return md;
+}
+
+// Command-line overrides of the config's "model" and "out", and "{out}" in its strings (so the
+// artifacts a config calibrates follow its run directory).
+struct GridOverrides {
+  std::string model, out;
+};
+
+std::string with_out(std::string s, const std::string& out) {
+  for (size_t at; (at = s.find("{out}")) != std::string::npos;) s.replace(at, 5, out);
+  return s;
+}
+
+nlohmann::json with_out(const nlohmann::json& v, const std::string& out) {
+  if (v.is_string()) return with_out(v.get<std::string>(), out);
+  if (v.is_array() || v.is_object()) {
+    nlohmann::json c = v;
+    for (auto& x : c) x = with_out(x, out);
+    return c;
+  }
+  return v;
 }
 
 // Calibration artifacts the grid needs ("calibrate": [{"out": FILE, "args": [...]}, ...]),
@@ -283,11 +305,21 @@ nlohmann::json substitute(const nlohmann::json& v,
   return s;
 }
 
-void run_grid(const std::string& cfg_path, bool dry_run) {
-  const auto cfg = nlohmann::json::parse(eval::read_text_file(cfg_path), nullptr, false);
+void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& over) {
+  auto cfg = nlohmann::json::parse(eval::read_text_file(cfg_path), nullptr, false);
   if (cfg.is_discarded() || !cfg.is_object()) fail("{}: not a JSON object", cfg_path);
+  if (!over.out.empty()) cfg["out"] = over.out;
+  if (!over.model.empty()) cfg["model"] = over.model;
   if (!cfg.contains("out") || !cfg["out"].is_string())
-    fail("{}: needs \"out\" (base run directory)", cfg_path);
+    fail("{}: needs \"out\" (base run directory) or --out", cfg_path);
+  if (cfg.value("requires_model", false) && !cfg.contains("model"))
+    fail("{}: this grid runs a model you give: add -m MODEL_DIR (and --out DIR per model)",
+         cfg_path);
+  {
+    const std::string o = cfg["out"];
+    for (auto& [k, v] : cfg.items())
+      if (k != "out") v = with_out(v, o);
+  }
   if (!cfg.contains("tasks") || !cfg["tasks"].is_array() || cfg["tasks"].empty())
     fail("{}: needs a non-empty \"tasks\" list", cfg_path);
   const std::string out = cfg["out"];
@@ -315,7 +347,8 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
   nlohmann::json results = nlohmann::json::array();
   std::vector<RunRow> rows;
   std::string md =
-      "| task | point | n | metrics | tokens/s | mean NFE |\n|---|---|---|---|---|---|\n";
+      "| task | point | n | metrics | eff. bits K+V | KV bytes | tokens/s | mean NFE |\n"
+      "|---|---|---|---|---|---|---|---|\n";
   int failures = 0;
   for (const auto& t : cfg["tasks"]) {
     if (!t.is_object() || !t.contains("task") || !t.contains("data"))
@@ -364,12 +397,13 @@ void run_grid(const std::string& cfg_path, bool dry_run) {
           metrics += fmt::format("{}{} {}", metrics.empty() ? "" : ", ", m.get<std::string>(),
                                  v.is_number() ? fmt::format("{:.4f}", v.get<double>()) : "n/a");
         }
-        md += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.1f} |\n", task, label(point, grid),
-                          s.value("n", 0), metrics, s.value("tokens_per_s", 0.0),
-                          s.value("mean_nfe", 0.0));
+        md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {:.1f} |\n", task,
+                          label(point, grid), s.value("n", 0), metrics,
+                          opt_text(row.effective_bits, "{:.2f}"), opt_text(row.kv_bytes, "{:.0f}"),
+                          s.value("tokens_per_s", 0.0), s.value("mean_nfe", 0.0));
       } else {
         ++failures;
-        md += fmt::format("| {} | {} | - | run failed (exit {}) | - | - |\n", task,
+        md += fmt::format("| {} | {} | - | run failed (exit {}) | - | - | - | - |\n", task,
                           label(point, grid), rc);
       }
       results.push_back(std::move(r));
@@ -398,9 +432,14 @@ void register_grid(CLI::App& app) {
       app.add_subcommand("grid", "Run dllmq eval over a grid of decoding settings (GRID.json)");
   auto cfg = std::make_shared<std::string>();
   auto dry = std::make_shared<bool>(false);
+  auto over = std::make_shared<GridOverrides>();
   cmd->add_option("--config", *cfg, "grid description (see docs/eval.md)")->required();
+  cmd->add_option("-m,--model", over->model, "model directory (overrides the config's \"model\")");
+  cmd->add_option("--out", over->out,
+                  "run directory (overrides the config's \"out\"; \"{out}\" in the config's "
+                  "strings stands for it)");
   cmd->add_flag("--dry-run", *dry, "print the eval command lines only");
-  cmd->callback([cfg, dry] { run_grid(*cfg, *dry); });
+  cmd->callback([cfg, dry, over] { run_grid(*cfg, *dry, *over); });
 }
 
 }  // namespace dllmq::cli

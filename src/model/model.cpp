@@ -250,17 +250,7 @@ void Model::attend_canvas(const ForwardArgs& a, int layer, const float* q, const
   stored.reserve(a.cached.size());
   for (const PosRange& r : a.cached) stored.emplace_back(*a.store, layer, r);
   FreshKvRows fresh(k, v, n, kvd, hd);
-  // Keys in canvas order; softmax does not care, but it keeps summation order close to the
-  // references, which attend over the whole canvas left to right.
-  bool fresh_added = false;
-  for (size_t i = 0; i < stored.size(); ++i) {
-    if (!fresh_added && a.cached[i].begin > a.pos0) {
-      sources.push_back(&fresh);
-      fresh_added = true;
-    }
-    sources.push_back(&stored[i]);
-  }
-  if (!fresh_added) sources.push_back(&fresh);
+  sources_in_canvas_order(a.cached, stored, &fresh, a.pos0, sources);
   attention(q, n, cfg_.n_heads, cfg_.n_kv_heads, hd, sources, att);  // [n, n_heads * hd]
 }
 

@@ -94,6 +94,25 @@ struct ForwardProfile {
   double cpu_s() const { return proj.cpu_s + attn.cpu_s + head.cpu_s + other.cpu_s; }
 };
 
+// The attention sources of one layer in canvas order: `cached[i]`'s source is `src[i]`, and the
+// fresh rows (at pos0) go before the first cached range that starts after them. Softmax does not
+// care; the order keeps the summation close to the references, which attend left to right.
+template <typename Source>
+void sources_in_canvas_order(const std::vector<PosRange>& cached, const std::vector<Source>& src,
+                             const KvRowSource* fresh, int pos0,
+                             std::vector<const KvRowSource*>& out) {
+  out.clear();
+  bool fresh_added = false;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (!fresh_added && cached[i].begin > pos0) {
+      out.push_back(fresh);
+      fresh_added = true;
+    }
+    out.push_back(&src[i]);
+  }
+  if (!fresh_added) out.push_back(fresh);
+}
+
 class Model {
  public:
   static std::unique_ptr<Model> load(const std::string& dir);

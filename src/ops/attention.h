@@ -32,13 +32,15 @@ class KvRowSource {
   static constexpr int kPointerTile = 512;
 };
 
-// Rows computed in the current forward: k, v are [n, n_kv_heads * hd] f32.
+// Rows held as f32 arrays, k, v: [n, n_kv_heads * hd] (the rows computed in the current forward,
+// or a copy of stored rows). `tile` is the largest tile handed out: a copy standing in for a
+// store uses the store's, so attention walks the same tiles and gives bit-identical output.
 class FreshKvRows final : public KvRowSource {
  public:
-  FreshKvRows(const float* k, const float* v, int n, int kv_dim, int hd)
-      : k_(k), v_(v), n_(n), kv_dim_(kv_dim), hd_(hd) {}
+  FreshKvRows(const float* k, const float* v, int n, int kv_dim, int hd, int tile = kPointerTile)
+      : k_(k), v_(v), n_(n), kv_dim_(kv_dim), hd_(hd), tile_(tile) {}
   int n_rows() const override { return n_; }
-  int max_tile() const override { return kPointerTile; }
+  int max_tile() const override { return tile_; }
   KvRows rows(int g, int r0, int n, float*, float*) const override {
     const size_t off = size_t(r0) * kv_dim_ + size_t(g) * hd_;
     return {k_ + off, v_ + off, kv_dim_, n};
@@ -47,7 +49,7 @@ class FreshKvRows final : public KvRowSource {
  private:
   const float* k_;
   const float* v_;
-  int n_, kv_dim_, hd_;
+  int n_, kv_dim_, hd_, tile_;
 };
 
 // q: [nq, n_heads * hd] post-RoPE; out: [nq, n_heads * hd]. Scale 1/sqrt(hd), no mask.

@@ -23,6 +23,15 @@ void RopeTable::reserve(int n) {
 }
 
 void RopeTable::apply(float* x, int n, int n_heads, int pos0) const {
+  rotate<false>(x, n, n_heads, pos0);
+}
+
+void RopeTable::apply_inverse(float* x, int n, int n_heads, int pos0) const {
+  rotate<true>(x, n, n_heads, pos0);
+}
+
+template <bool kInverse>
+void RopeTable::rotate(float* x, int n, int n_heads, int pos0) const {
   assert(pos0 + n <= n_pos_);
   const int half = hd_ / 2;
 #pragma omp parallel for schedule(static) if (size_t(n) * n_heads * hd_ > (1u << 16))
@@ -33,9 +42,9 @@ void RopeTable::apply(float* x, int n, int n_heads, int pos0) const {
       float* v = x + (size_t(r) * n_heads + h) * hd_;
 #pragma omp simd
       for (int i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        v[i] = a * c[i] - b * s[i];
-        v[i + half] = b * c[i] + a * s[i];
+        const float a = v[i], b = v[i + half], si = kInverse ? -s[i] : s[i];
+        v[i] = a * c[i] - b * si;
+        v[i + half] = b * c[i] + a * si;
       }
     }
   }

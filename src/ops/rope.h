@@ -16,10 +16,16 @@ class RopeTable {
 
   // Rotates rows of x: [n, n_heads * hd], row r at absolute position pos0 + r.
   void apply(float* x, int n, int n_heads, int pos0) const;
+  // The inverse (= transpose) rotation, by -angle: maps post-RoPE rows back to pre-RoPE ones,
+  // and a gradient with respect to post-RoPE values to one with respect to pre-RoPE values.
+  void apply_inverse(float* x, int n, int n_heads, int pos0) const;
 
   int head_dim() const { return hd_; }
 
  private:
+  template <bool kInverse>
+  void rotate(float* x, int n, int n_heads, int pos0) const;
+
   int hd_;
   double theta_;
   int n_pos_ = 0;

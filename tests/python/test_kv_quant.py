@@ -593,7 +593,7 @@ def binary_checks(res, models, dllmq, work, verbose, only):
                 continue
             art = os.path.join(work, "art_%s_b%d.safetensors" % (name, bits))
             cmd = [dllmq, "calibrate", "-m", d, "--data", pj, "--method", "kvquant", "--trajectory", "ar",
-                   "--kv-bits", str(bits), "--out", art]
+                   "--kv-bits", str(bits), "--fisher", "none", "--out", art]
             try:
                 rc, out, err = run_cmd(cmd, timeout=600)
             except Exception as ex:  # noqa: BLE001

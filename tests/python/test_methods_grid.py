@@ -29,10 +29,10 @@ def small_config(work):
         args = list(c["args"])
         args[args.index("--limit") + 1] = "3"
         c["args"] = args
-        c["out"] = c["out"].replace("runs/methods-synth/calib", cal)
+        c["out"] = c["out"].replace("{out}/calib", cal)
     for b in cfg["grid"]["kv"]:
         if "calib" in b:
-            b["calib"] = b["calib"].replace("runs/methods-synth/calib", cal)
+            b["calib"] = b["calib"].replace("{out}/calib", cal)
     cfg["out"] = out
     cfg["tasks"][0]["limit"] = 6
     cfg["model"] = os.path.join(ROOT, cfg["model"])
@@ -43,6 +43,29 @@ def small_config(work):
     path = os.path.join(work, "grid.json")
     json.dump(cfg, open(path, "w"), indent=1)
     return cfg, path
+
+
+def check_benchmarks_config(a, res):
+    """configs/methods_benchmarks.json (the four benchmarks, for a model you give): refused
+    without -m; with -m and --out, every calibration and cell command names that model and
+    puts its artifacts under that run directory (dry run: nothing is computed)."""
+    path = os.path.join(ROOT, "configs", "methods_benchmarks.json")
+    r = subprocess.run([a.dllmq, "grid", "--config", path, "--dry-run"], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    res.check("benchmarks grid needs -m", r.returncode != 0 and "-m MODEL_DIR" in r.stderr, r.stderr[-200:])
+    out = os.path.join(a.workdir, "bench-dry")
+    r = subprocess.run([a.dllmq, "grid", "--config", path, "--dry-run", "-m", "/models/LLaDA-8B-Instruct",
+                        "--out", out], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    lines = [l for l in r.stderr.splitlines() if l.startswith("dllmq grid: ")]
+    cal = [l for l in lines if " calibrate " in l or l.startswith("dllmq grid: calibrate")]
+    ev = [l for l in lines if l.startswith("dllmq grid: eval")]
+    ok = (r.returncode == 0 and len(cal) == 16 and len(ev) == 4 * 26
+          and all("--model /models/LLaDA-8B-Instruct" in l for l in cal + ev)
+          and all((out + "/calib/") in l for l in cal)
+          and all("{out}" not in l for l in lines)
+          and all("--task gsm8k" in l for l in cal))
+    res.check("benchmarks grid dry run: 16 calibrations + 4 tasks x 26 cells for the given model", ok,
+              "rc=%d, %d calibrations, %d evals; %s" % (r.returncode, len(cal), len(ev), r.stderr[-300:]))
 
 
 def main():
@@ -88,6 +111,13 @@ def main():
                            timeout=600)
     res.check("rerun skips finished work",
               again.returncode == 0 and "not recalibrated" in again.stderr, again.stderr[-300:])
+    for cache in cfg["grid"]["cache"]:
+        label = f"cache={cache},kv=kivi-2"
+        row = [l for l in md.splitlines() if l.startswith(f"| synth | {label} |")]
+        cells = row[0].split("|") if row else []
+        res.check("grid.md row has effective bits and KV bytes " + label,
+                  len(cells) == 10 and float(cells[5]) > 0 and int(cells[6]) > 0, row[:1])
+    check_benchmarks_config(a, res)
     print(f"{res.passed} passed, {res.failed} failed")
     return 1 if res.failed else 0
 

@@ -8,24 +8,15 @@
 
 #include "ops/gemm.h"
 #include "ops/linear.h"
+#include "test_helpers.h"
 #include "util/half.h"
 
 namespace dllmq {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
+using test_util::max_abs_diff;
+using test_util::OwnedTensor;
+using test_util::randn;
 
 // Restores the library selected before the test.
 class GemmLibTest : public ::testing::TestWithParam<GemmLib> {
@@ -127,24 +118,6 @@ TEST(Gemm, RoundToBf16IsNearestEven) {
   EXPECT_EQ(y[2], 1.015625f);
 }
 
-struct OwnedWeights {
-  std::vector<float> f;
-  std::vector<uint16_t> h;
-  TensorView t;
-  OwnedWeights(const std::vector<float>& v, int rows, int cols, DType dt) {
-    t.dtype = dt;
-    t.shape = {rows, cols};
-    if (dt == DType::kF32) {
-      f = v;
-      t.data = f.data();
-    } else {
-      for (float x : v) h.push_back(f32_to_bf16(x));
-      t.data = h.data();
-    }
-    t.nbytes = v.size() * dtype_size(dt);
-  }
-};
-
 class LinearBf16Test : public ::testing::TestWithParam<std::tuple<DType, int>> {};
 
 TEST_P(LinearBf16Test, MatchesRoundedReference) {
@@ -152,7 +125,7 @@ TEST_P(LinearBf16Test, MatchesRoundedReference) {
   // rounds the same values and sums in f64, so only summation order differs.
   auto [dt, n] = GetParam();
   const int in = 300, out = 1100;
-  OwnedWeights w(randn(size_t(out) * in, 8, 0.1f), out, in, dt);
+  OwnedTensor w(randn(size_t(out) * in, 8, 0.1f), {out, in}, dt);
   const Linear l{&w.t, nullptr, out, in};
   auto x = randn(size_t(n) * in, 9);
   std::vector<float> y(size_t(n) * out), yr(y.size()), yf(y.size());

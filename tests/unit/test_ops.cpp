@@ -9,43 +9,15 @@
 #include "ops/linear.h"
 #include "ops/norm_act.h"
 #include "ops/rope.h"
+#include "test_helpers.h"
 #include "util/half.h"
 
 namespace dllmq {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-
-// A TensorView over owned storage in the requested dtype.
-struct OwnedTensor {
-  std::vector<uint16_t> h;
-  std::vector<float> f;
-  TensorView t;
-  OwnedTensor(const std::vector<float>& vals, std::vector<int64_t> shape, DType dt) {
-    t.dtype = dt;
-    t.shape = std::move(shape);
-    if (dt == DType::kF32) {
-      f = vals;
-      t.data = f.data();
-    } else {
-      for (float v : vals) h.push_back(dt == DType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v));
-      t.data = h.data();
-    }
-    t.nbytes = vals.size() * dtype_size(dt);
-  }
-};
+using test_util::max_abs_diff;
+using test_util::OwnedTensor;
+using test_util::randn;
 
 class LinearTest : public ::testing::TestWithParam<std::tuple<DType, int, bool>> {};
 
