@@ -34,8 +34,7 @@ double cpu_s() {
 }
 
 double wall_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Run {
@@ -51,15 +50,24 @@ int main(int argc, char** argv) {
   double threshold = 0.9;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "-m") model = v;
-    else if (k == "--batch") batch = std::atoi(v.c_str());
-    else if (k == "--prompt-length") prompt_len = std::atoi(v.c_str());
-    else if (k == "--gen-length") gen = std::atoi(v.c_str());
-    else if (k == "--block-length") block = std::atoi(v.c_str());
-    else if (k == "--cache") cache = v;
-    else if (k == "--threshold") threshold = std::atof(v.c_str());
-    else if (k == "--rounds") rounds = std::atoi(v.c_str());
-    else if (k == "--dtype") dtype = v;
+    if (k == "-m")
+      model = v;
+    else if (k == "--batch")
+      batch = std::atoi(v.c_str());
+    else if (k == "--prompt-length")
+      prompt_len = std::atoi(v.c_str());
+    else if (k == "--gen-length")
+      gen = std::atoi(v.c_str());
+    else if (k == "--block-length")
+      block = std::atoi(v.c_str());
+    else if (k == "--cache")
+      cache = v;
+    else if (k == "--threshold")
+      threshold = std::atof(v.c_str());
+    else if (k == "--rounds")
+      rounds = std::atoi(v.c_str());
+    else if (k == "--dtype")
+      dtype = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 1;
@@ -102,16 +110,20 @@ int main(int argc, char** argv) {
       const auto out = generate_batched(*m, jobs);
       run.wall = std::min(run.wall, wall_s() - w0);
       run.cpu = std::min(run.cpu, cpu_s() - c0);
-      for (int i = 0; i < batch; ++i) run.exact &= !out[i].error && out[i].result.tokens == reference[i];
+      for (int i = 0; i < batch; ++i)
+        run.exact &= !out[i].error && out[i].result.tokens == reference[i];
     }
   }
   const double tokens = double(batch) * gen;
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) < 0) load[0] = -1;
-  std::printf("%s | %s, %d threads | batch %d, prompt %d+, gen %d, block %d, cache %s, threshold %g, %s\n",
-              model.c_str(), gemm_info().name.c_str(), gemm_threads(), batch, prompt_len, gen, block,
-              cache.c_str(), threshold, dtype.c_str());
-  std::printf("| | wall s | CPU s | tokens/s | tokens per CPU s | vs one at a time (wall, CPU) | tokens = one at a time |\n");
+  std::printf(
+      "%s | %s, %d threads | batch %d, prompt %d+, gen %d, block %d, cache %s, threshold %g, %s\n",
+      model.c_str(), gemm_info().name.c_str(), gemm_threads(), batch, prompt_len, gen, block,
+      cache.c_str(), threshold, dtype.c_str());
+  std::printf(
+      "| | wall s | CPU s | tokens/s | tokens per CPU s | vs one at a time (wall, CPU) | tokens = "
+      "one at a time |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   auto row = [&](const char* name, const Run& r, bool check) {
     std::printf("| %s | %.3f | %.3f | %.1f | %.1f | %.2fx, %.2fx | %s |\n", name, r.wall, r.cpu,

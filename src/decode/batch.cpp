@@ -64,9 +64,10 @@ void ForwardBatcher::run() {
     if (straggler_wait_ > 0.0) {
       batch_cv_.wait(lk, [&] { return full() || !pending_.empty(); });
       const double wait = std::max(1e-3, straggler_wait_ * last_batch_s_);
-      batch_cv_.wait_until(lk, first_pending_ + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              std::chrono::duration<double>(wait)),
-                     full);
+      batch_cv_.wait_until(lk,
+                           first_pending_ + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::duration<double>(wait)),
+                           full);
     } else {
       batch_cv_.wait(lk, full);
     }

@@ -72,10 +72,10 @@ class ForwardBatcher {
   void stop();
 
   struct Stats {
-    int64_t batches = 0;             // forward_batch calls
-    int64_t canvases = 0;            // canvas forwards in them
-    std::vector<int64_t> by_size;    // by_size[k]: batches of k canvases
-    int seated = 0;                  // decoders seated now
+    int64_t batches = 0;           // forward_batch calls
+    int64_t canvases = 0;          // canvas forwards in them
+    std::vector<int64_t> by_size;  // by_size[k]: batches of k canvases
+    int seated = 0;                // decoders seated now
   };
   Stats stats() const;
 

@@ -149,8 +149,7 @@ void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* 
   dnnl::memory am(pd.src_desc(), dnnl_engine(), const_cast<void*>(a));
   dnnl::memory bm(pd.weights_desc(), dnnl_engine(), const_cast<void*>(b));
   dnnl::memory cm(pd.dst_desc(), dnnl_engine(), c);
-  it->second.prim.execute(stream,
-                           {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  it->second.prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
 }
 

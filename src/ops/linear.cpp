@@ -174,8 +174,7 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDT
   linear_grouped({&one, 1}, l, ldy, dt);
 }
 
-void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy,
-                    ComputeDType dt) {
+void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy, ComputeDType dt) {
   if (ldy == 0) ldy = l.out;
   // Every block runs in the threading context linear() gives it alone: a GEMM library may
   // split a product differently when it is free to use threads than inside a parallel region.

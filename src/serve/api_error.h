@@ -1,5 +1,6 @@
 // Errors the HTTP API answers with, in OpenAI's shape:
-//   {"error": {"message": ..., "type": "invalid_request_error", "param": "max_tokens", "code": null}}
+//   {"error": {"message": ..., "type": "invalid_request_error", "param": "max_tokens", "code":
+//   null}}
 #pragma once
 
 #include <stdexcept>
@@ -14,7 +15,9 @@ class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string param, const std::string& message,
            std::string type = "invalid_request_error")
-      : std::runtime_error(message), status_(status), param_(std::move(param)),
+      : std::runtime_error(message),
+        status_(status),
+        param_(std::move(param)),
         type_(std::move(type)) {}
   int status() const { return status_; }
   const std::string& param() const { return param_; }  // "" when no single field is at fault

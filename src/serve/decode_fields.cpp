@@ -5,8 +5,8 @@
 #include <regex>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "serve/api_error.h"
 
@@ -42,8 +42,7 @@ std::string argument(const CLI::Option& opt, const std::string& field, const nlo
     return v.get<bool>() ? "true" : "false";
   }
   if (type == "INT" || type == "UINT") {
-    if (!v.is_number_integer())
-      bad_field(field, "{} must be an integer, got {}", field, v.dump());
+    if (!v.is_number_integer()) bad_field(field, "{} must be an integer, got {}", field, v.dump());
     if (type == "UINT" && v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)
       bad_field(field, "{} must be a non-negative integer, got {}", field, v.dump());
     return v.dump();

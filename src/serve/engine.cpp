@@ -8,9 +8,13 @@
 namespace dllmq::serve {
 
 Engine::Engine(Model& m, EngineConfig cfg)
-    : m_(m), cfg_(cfg), batcher_(m, cfg.max_positions, cfg.straggler_wait), batch_gemm_(m.batch_gemm()),
+    : m_(m),
+      cfg_(cfg),
+      batcher_(m, cfg.max_positions, cfg.straggler_wait),
+      batch_gemm_(m.batch_gemm()),
       slots_(cfg.parallel),
-      running_(cfg.parallel), busy_(cfg.parallel, false) {
+      running_(cfg.parallel),
+      busy_(cfg.parallel, false) {
   for (int i = 0; i < cfg_.parallel; ++i) workers_.emplace_back([this, i] { work(i); });
 }
 

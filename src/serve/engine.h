@@ -18,9 +18,9 @@
 namespace dllmq::serve {
 
 struct EngineConfig {
-  int parallel = 4;       // jobs decoded at once (the largest batch)
-  int queue = 64;         // jobs waiting beyond those
-  int max_positions = 0;  // prompt + generation of one canvas at most
+  int parallel = 4;              // jobs decoded at once (the largest batch)
+  int queue = 64;                // jobs waiting beyond those
+  int max_positions = 0;         // prompt + generation of one canvas at most
   double straggler_wait = 0.25;  // see ForwardBatcher: fraction of a batch's time to wait
 };
 
@@ -70,11 +70,11 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::vector<Slot> slots_;                   // slots_[i]: the job handed to worker i
+  std::vector<Slot> slots_;                    // slots_[i]: the job handed to worker i
   std::vector<std::shared_ptr<Job>> running_;  // running_[i]: the job worker i decodes
   std::vector<bool> busy_;
   bool stopping_ = false;
-  double mean_job_s_ = 1.0;         // moving average of decode times (Retry-After)
+  double mean_job_s_ = 1.0;  // moving average of decode times (Retry-After)
   std::vector<std::thread> workers_;
   std::function<void(const Job&)> on_finish_;
 };

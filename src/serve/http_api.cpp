@@ -26,8 +26,7 @@ using namespace std::chrono_literals;
 constexpr auto kPoll = 20ms;
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string dump(const json& j) {

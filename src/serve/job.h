@@ -79,7 +79,7 @@ class Job {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Step> steps_;     // not yet taken
+  std::vector<Step> steps_;  // not yet taken
   std::vector<int32_t> blocks_;
   bool blocks_new_ = false;
   bool finished_ = false;

@@ -71,8 +71,9 @@ void Metrics::job(const JobRecord& r) {
 
 std::string Metrics::render(const Engine::Stats& st, const EngineConfig& cfg) const {
   std::lock_guard<std::mutex> lk(mu_);
-  std::string s = "# HELP dllmq_requests_total HTTP requests by path and status code\n"
-                  "# TYPE dllmq_requests_total counter\n";
+  std::string s =
+      "# HELP dllmq_requests_total HTTP requests by path and status code\n"
+      "# TYPE dllmq_requests_total counter\n";
   for (const auto& [k, n] : requests_)
     s += fmt::format("dllmq_requests_total{{path=\"{}\",code=\"{}\"}} {}\n", k.first, k.second, n);
   s += "# HELP dllmq_jobs_total Prompts decoded, by outcome\n# TYPE dllmq_jobs_total counter\n";

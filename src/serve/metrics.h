@@ -14,7 +14,8 @@ namespace dllmq::serve {
 
 class Histogram {
  public:
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
   void observe(double v);
   // "# TYPE" line, cumulative _bucket lines, _sum and _count.
   std::string render(const std::string& name, const std::string& help) const;

@@ -29,10 +29,10 @@ namespace {
 
 json dllmq_extension(const ChoiceOut& c) {
   const GenerateResult& r = *c.result;
-  return {{"tokens", r.tokens},        {"nfe", r.nfe},
-          {"steps", r.steps},          {"decode_s", r.time_s},
-          {"queue_s", c.queue_s},      {"max_batch", c.max_batch},
-          {"kv_bytes", r.kv_bytes},    {"kv_bytes_fp16", r.kv_bytes_fp16},
+  return {{"tokens", r.tokens},     {"nfe", r.nfe},
+          {"steps", r.steps},       {"decode_s", r.time_s},
+          {"queue_s", c.queue_s},   {"max_batch", c.max_batch},
+          {"kv_bytes", r.kv_bytes}, {"kv_bytes_fp16", r.kv_bytes_fp16},
           {"kv_store", r.kv_store}};
 }
 
@@ -99,8 +99,8 @@ json step_json(const Job::Step& s, const cli::TextCodec& codec, int mask_id) {
       canvas.push_back(codec.piece(id));
     }
   }
-  return {{"object", "dllmq.step"}, {"step", s.step},        {"block", s.block},
-          {"revealed", s.revealed}, {"masked", masked},      {"canvas", std::move(canvas)},
+  return {{"object", "dllmq.step"}, {"step", s.step},   {"block", s.block},
+          {"revealed", s.revealed}, {"masked", masked}, {"canvas", std::move(canvas)},
           {"ids", s.canvas}};
 }
 

@@ -21,13 +21,16 @@ constexpr size_t kMaxStops = 16;
 // OpenAI fields that carry no meaning for a diffusion model: accepted at their neutral value
 // (clients send them by default), refused otherwise, with the reason.
 void check_neutral(const std::string& field, const json& v) {
-  auto refuse = [&](const char* why) { bad_field(field, "{} {} is not supported: {}", field, v.dump(), why); };
+  auto refuse = [&](const char* why) {
+    bad_field(field, "{} {} is not supported: {}", field, v.dump(), why);
+  };
   if (field == "n" || field == "best_of") {
     if (!v.is_number_integer()) bad_field(field, "{} must be an integer, got {}", field, v.dump());
     if (v.get<int64_t>() != 1) refuse("one choice per prompt (send several prompts instead)");
   } else if (field == "presence_penalty" || field == "frequency_penalty") {
     if (!v.is_number()) bad_field(field, "{} must be a number, got {}", field, v.dump());
-    if (v.get<double>() != 0.0) refuse("a diffusion model reveals tokens in parallel, without penalties");
+    if (v.get<double>() != 0.0)
+      refuse("a diffusion model reveals tokens in parallel, without penalties");
   } else if (field == "logprobs" || field == "top_logprobs") {
     if (!(v.is_boolean() || v.is_number_integer()))
       bad_field(field, "{} must be a boolean or an integer, got {}", field, v.dump());
@@ -48,9 +51,16 @@ void check_neutral(const std::string& field, const json& v) {
 }
 
 const std::set<std::string>& neutral_fields() {
-  static const std::set<std::string> s = {"n",        "best_of",      "presence_penalty",
-                                          "frequency_penalty", "logprobs", "top_logprobs",
-                                          "echo",     "logit_bias",   "suffix", "user"};
+  static const std::set<std::string> s = {"n",
+                                          "best_of",
+                                          "presence_penalty",
+                                          "frequency_penalty",
+                                          "logprobs",
+                                          "top_logprobs",
+                                          "echo",
+                                          "logit_bias",
+                                          "suffix",
+                                          "user"};
   return s;
 }
 
@@ -119,8 +129,8 @@ std::vector<int32_t> chat_ids(const json& v, const cli::TextCodec& codec) {
       for (const json& part : c) {
         if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
             !part["text"].is_string())
-          bad_field(at + ".content", "{}.content parts must be {{\"type\": \"text\", \"text\": ...}}",
-                    at);
+          bad_field(at + ".content",
+                    "{}.content parts must be {{\"type\": \"text\", \"text\": ...}}", at);
         content += part["text"].get<std::string>();
       }
     } else {
@@ -245,8 +255,9 @@ CompletionRequest parse_request(const std::string& body, Endpoint endpoint,
   }
   r.options.eot_id = codec.eot_id();
 
-  r.prompts = endpoint == Endpoint::kChat ? std::vector<std::vector<int32_t>>{chat_ids(*prompt, codec)}
-                                          : prompt_ids(*prompt, codec);
+  r.prompts = endpoint == Endpoint::kChat
+                  ? std::vector<std::vector<int32_t>>{chat_ids(*prompt, codec)}
+                  : prompt_ids(*prompt, codec);
   if (r.stream && r.prompts.size() > 1)
     bad_field("prompt", "stream: true takes one prompt per request, got {}", r.prompts.size());
   // More steps than tokens only adds steps that reveal nothing (and lets one request hold the

@@ -182,7 +182,8 @@ GenerateOptions setting(int k) {
   return o;
 }
 
-void expect_same(const GenerateResult& single, const BatchOutcome& batched, const std::string& what) {
+void expect_same(const GenerateResult& single, const BatchOutcome& batched,
+                 const std::string& what) {
   ASSERT_FALSE(batched.error) << what;
   EXPECT_EQ(single.tokens, batched.result.tokens) << what;
   EXPECT_EQ(single.nfe, batched.result.nfe) << what;

@@ -104,7 +104,8 @@ TEST(ChatTemplate, Conversations) {
   EXPECT_EQ(render_chat(ChatFormat::kQwen, sys),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
             "<|im_start|>assistant\n");
-  EXPECT_EQ(render_chat(ChatFormat::kLLaDA, sys), render_chat(ChatFormat::kLLaDA, "Hi", "Be brief."));
+  EXPECT_EQ(render_chat(ChatFormat::kLLaDA, sys),
+            render_chat(ChatFormat::kLLaDA, "Hi", "Be brief."));
 }
 
 TEST(ChatTemplate, MatchesJinjaRenderings) {
