@@ -108,8 +108,11 @@ void linear_blocks(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   // Inputs as the GEMM reads them: the caller's rows, or (bf16 compute) rounded copies of all
   // blocks side by side, made once and shared by every panel.
   thread_local InputScratch xs;
-  thread_local std::vector<const void*> xin;
-  xin.resize(blocks.size());
+  thread_local std::vector<const void*> xin_tls;
+  xin_tls.resize(blocks.size());
+  // The panel threads read the calling thread's copy (a thread_local named inside the parallel
+  // region would be each thread's own, empty one).
+  const void** xin = xin_tls.data();
   const size_t nx = size_t(n) * in;
   if (native && xs.bf16.size() < nx) xs.bf16.resize(nx);
   if (bf16 && !native && xs.f32.size() < nx) xs.f32.resize(nx);

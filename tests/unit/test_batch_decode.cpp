@@ -1,9 +1,11 @@
-// Batched decoding on the embedded model: forward_batch gives each canvas the logits forward()
-// gives it alone (bit for bit), and decoders batched together (N = 2..8, different prompt
+// Batched decoding on the embedded model: linear_grouped gives every block linear()'s result;
+// forward_batch gives each canvas the logits forward() gives it alone (bit for bit), and decoders batched together (N = 2..8, different prompt
 // lengths, lengths, schedules, cache modes, KV stores, sampling) produce exactly their batch-1
 // tokens, NFE and KV bytes. A failing or cancelled decoder leaves the others untouched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -18,6 +20,7 @@
 #include "model/stacked_gemm.h"
 #include "ops/gemm.h"
 #include "util/error.h"
+#include "util/half.h"
 
 namespace dllmq {
 namespace {
@@ -44,6 +47,47 @@ std::unique_ptr<KvStore> make_store(const Model& m, const std::string& method, i
   auto s = make_kv_store(spec, {c.n_layers, c.n_kv_heads, c.head_dim}, m.rope(), m.fingerprint());
   s->reset(n);
   return s;
+}
+
+// linear_grouped: blocks small enough for one thread and blocks large enough for the panel
+// threads (16-bit weights widened once for all of them), each equal to linear() alone and close
+// to the double-precision reference. The parallel path needs more than one OpenMP thread and a
+// weight of several panels: 4096 x 256 bf16 (4 panels).
+TEST(LinearGrouped, MixedBlocksEqualLinearAlone) {
+  const int out = 4096, in = 256;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> w(size_t(out) * in);
+  for (uint16_t& x : w) x = f32_to_bf16(0.05f * normal(rng));
+  TensorView tv;
+  tv.name = "w";
+  tv.dtype = DType::kBF16;
+  tv.shape = {out, in};
+  tv.data = w.data();
+  tv.nbytes = w.size() * 2;
+  const Linear l{&tv, nullptr, out, in};
+  const int rows[] = {3, 40, 1, 16, 64};  // 40 and 64 rows: 4096 * 256 * n > 4e6 -> panel threads
+  int n = 0;
+  for (int r : rows) n += r;
+  std::vector<float> x(size_t(n) * in), grouped(size_t(n) * out), alone(grouped.size()),
+      ref(grouped.size());
+  for (float& v : x) v = normal(rng);
+  for (ComputeDType dt : {ComputeDType::kF32, ComputeDType::kBF16}) {
+    std::vector<LinearRows> blocks;
+    int r0 = 0;
+    for (int r : rows) {
+      blocks.push_back({x.data() + size_t(r0) * in, r, grouped.data() + size_t(r0) * out});
+      linear(x.data() + size_t(r0) * in, r, l, alone.data() + size_t(r0) * out, 0, dt);
+      r0 += r;
+    }
+    linear_grouped(blocks, l, 0, dt);
+    EXPECT_EQ(0, std::memcmp(grouped.data(), alone.data(), grouped.size() * 4));
+    linear_ref(x.data(), n, l, ref.data(), dt);
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i)
+      worst = std::max(worst, double(std::abs(grouped[i] - ref[i])));
+    EXPECT_LT(worst, 1e-3) << compute_dtype_name(dt);
+  }
 }
 
 // forward_batch's logits against forward()'s, bit for bit, with the batch GEMM mode `mode`;
