@@ -107,31 +107,38 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
   const ComputeDType dt = dtype_;
   PhaseClock clock;
   ForwardProfile& pf = profile_;
-  // Canvas c owns stacked rows [row0[c], row0[c] + n_c) of every activation buffer.
+  // Canvas c owns rows [row0[c], row0[c] + n_c) of every activation buffer: in canvas order, or
+  // laid out for stacked GEMMs (model/stacked_gemm.h).
   const size_t nc = canvases.size();
-  row0_.resize(nc + 1);
-  row0_[0] = 0;
+  rows_.resize(nc);
   for (size_t c = 0; c < nc; ++c) {
     const ForwardArgs& a = *canvases[c].args;
     assert(a.logits.begin >= a.pos0 && a.logits.end <= a.pos0 + int(a.ids.size()));
     assert(a.write.empty() ||
            (a.write.begin >= a.pos0 && a.write.end <= a.pos0 + int(a.ids.size())));
-    row0_[c + 1] = row0_[c] + static_cast<int>(a.ids.size());
+    rows_[c] = static_cast<int>(a.ids.size());
   }
-  const int n = row0_[nc];
-  // The GEMM blocks of a projection over stacked buffers with `ldx` / `ldy` floats per row: one
-  // per canvas, or all rows in fixed tiles (model/stacked_gemm.h).
   const bool stack = nc > 1 && batch_gemm() == BatchGemm::kStacked;
-  grow(stack ? stacked_rows_capacity(n) : n);
+  StackedLayout layout;
+  if (stack) {
+    layout = stacked_layout(rows_);
+  } else {
+    layout.row0.resize(nc);
+    for (size_t c = 0; c < nc; ++c) layout.row0[c] = c ? layout.row0[c - 1] + rows_[c - 1] : 0;
+    layout.n = nc ? layout.row0[nc - 1] + rows_[nc - 1] : 0;
+  }
+  const std::vector<int>& row0 = layout.row0;
+  const int n = layout.n;
+  grow(stack ? layout.capacity() : n);
   auto rows_of = [&](const ForwardArgs& a) { return static_cast<int>(a.ids.size()); };
+  // The GEMM blocks of a projection over the buffers, `ldx` / `ldy` floats per row.
   auto blocks = [&](const float* x, int ldx, float* y, int ldy) {
     if (stack) {
-      stacked_row_blocks(x, ldx, y, ldy, n, blocks_);
+      stacked_blocks(layout, rows_, x, ldx, y, ldy, blocks_);
     } else {
       blocks_.resize(nc);
       for (size_t c = 0; c < nc; ++c)
-        blocks_[c] = {x + size_t(row0_[c]) * ldx, row0_[c + 1] - row0_[c],
-                      y + size_t(row0_[c]) * ldy};
+        blocks_[c] = {x + size_t(row0[c]) * ldx, rows_[c], y + size_t(row0[c]) * ldy};
     }
     return std::span<const LinearRows>(blocks_);
   };
@@ -144,7 +151,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
       const int id = a.ids[i];
       if (id < 0 || id >= cfg_.vocab_size)
         fail("token id {} at row {} outside the vocabulary [0, {})", id, i, cfg_.vocab_size);
-      tensor_row_f32(*w_.embed, id, d, x_.data() + size_t(row0_[c] + i) * d);
+      tensor_row_f32(*w_.embed, id, d, x_.data() + size_t(row0[c] + i) * d);
     }
     account(a);
   }
@@ -163,9 +170,9 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     for (size_t c = 0; c < nc; ++c) {
       const ForwardArgs& a = *canvases[c].args;
       const int nr = rows_of(a);
-      float* q = q_.data() + size_t(row0_[c]) * qd;
-      float* k = k_.data() + size_t(row0_[c]) * kvd;
-      const float* v = v_.data() + size_t(row0_[c]) * kvd;
+      float* q = q_.data() + size_t(row0[c]) * qd;
+      float* k = k_.data() + size_t(row0[c]) * kvd;
+      const float* v = v_.data() + size_t(row0[c]) * kvd;
       if (a.store != nullptr && !a.write.empty()) {
         const int r0 = a.write.begin - a.pos0;
         a.store->write(l, a.write.begin, a.write.size(), k + size_t(r0) * kvd,
@@ -182,8 +189,8 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     // side (each on one thread, as attention() runs a small canvas alone).
     auto attend = [&](size_t c) {
       const ForwardArgs& a = *canvases[c].args;
-      attend_canvas(a, l, q_.data() + size_t(row0_[c]) * qd, k_.data() + size_t(row0_[c]) * kvd,
-                    v_.data() + size_t(row0_[c]) * kvd, att_.data() + size_t(row0_[c]) * qd);
+      attend_canvas(a, l, q_.data() + size_t(row0[c]) * qd, k_.data() + size_t(row0[c]) * kvd,
+                    v_.data() + size_t(row0[c]) * kvd, att_.data() + size_t(row0[c]) * qd);
     };
     if (nc == 1) {
       attend(0);
@@ -195,9 +202,8 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     for (size_t c = 0; c < nc; ++c) {
       const ForwardArgs& a = *canvases[c].args;
       if (a.observer)
-        a.observer->on_layer(l, a.pos0, rows_of(a), k_.data() + size_t(row0_[c]) * kvd,
-                             v_.data() + size_t(row0_[c]) * kvd,
-                             att_.data() + size_t(row0_[c]) * qd);
+        a.observer->on_layer(l, a.pos0, rows_of(a), k_.data() + size_t(row0[c]) * kvd,
+                             v_.data() + size_t(row0[c]) * kvd, att_.data() + size_t(row0[c]) * qd);
     }
     clock.charge(pf.other);
 
@@ -223,7 +229,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
   for (size_t c = 0; c < nc; ++c) {
     const ForwardArgs& a = *canvases[c].args;
     if (a.logits.empty()) continue;
-    const int r0 = row0_[c] + a.logits.begin - a.pos0, nl = a.logits.size();
+    const int r0 = row0[c] + a.logits.begin - a.pos0, nl = a.logits.size();
     float* h = h_.data() + size_t(nl_all) * d;
     rmsnorm(x_.data() + size_t(r0) * d, nl, d, w_.final_norm.data(), cfg_.rms_eps, h);
     blocks_.push_back({h, nl, canvases[c].logits});

@@ -1,16 +1,34 @@
 #include "model/stacked_gemm.h"
 
-#include <algorithm>
 #include <cstring>
 #include <random>
-#include <vector>
 
 namespace dllmq {
 
-void stacked_row_blocks(const float* x, int ldx, float* y, int ldy, int n,
-                        std::vector<LinearRows>& out) {
+StackedLayout stacked_layout(std::span<const int> rows) {
+  StackedLayout l;
+  l.row0.resize(rows.size());
+  for (size_t c = 0; c < rows.size(); ++c)
+    if (rows[c] < kMinStackedRows) {
+      l.row0[c] = l.small_rows;
+      l.small_rows += rows[c];
+    }
+  l.n = l.small_rows;
+  for (size_t c = 0; c < rows.size(); ++c)
+    if (rows[c] >= kMinStackedRows) {
+      l.row0[c] = l.n;
+      l.n += rows[c];
+    }
+  return l;
+}
+
+void stacked_blocks(const StackedLayout& layout, std::span<const int> rows, const float* x, int ldx,
+                    float* y, int ldy, std::vector<LinearRows>& out) {
   out.clear();
-  for (int r0 = 0; r0 < n; r0 += kStackedRows)
+  for (size_t c = 0; c < rows.size(); ++c)
+    if (rows[c] < kMinStackedRows && rows[c] > 0)
+      out.push_back({x + size_t(layout.row0[c]) * ldx, rows[c], y + size_t(layout.row0[c]) * ldy});
+  for (int r0 = layout.small_rows; r0 < layout.n; r0 += kStackedRows)
     out.push_back({x + size_t(r0) * ldx, kStackedRows, y + size_t(r0) * ldy});
 }
 
@@ -23,23 +41,21 @@ bool stacked_gemm_exact(const ModelWeights& w, ComputeDType dt) {
       {16, 16, 16, 16, 16, 16, 16, 16}, {1, 2, 3, 5, 8, 13, 21, 34}, {79, 32, 7}, {130, 16, 33}};
   std::mt19937 rng(20240611);
   std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<LinearRows> blocks;
   for (const Linear* l : projections)
     for (const auto& split : splits) {
-      int n = 0;
-      for (int r : split) n += r;
-      const size_t cap = stacked_rows_capacity(n);
-      std::vector<float> x(cap * l->in), alone(size_t(n) * l->out), stacked(cap * l->out);
+      const StackedLayout layout = stacked_layout(split);
+      const size_t cap = layout.capacity();
+      std::vector<float> x(cap * l->in), alone(cap * l->out), stacked(cap * l->out);
       for (float& v : x) v = normal(rng);
-      std::vector<LinearRows> blocks;
-      int r0 = 0;
-      for (int r : split) {
-        blocks.push_back({x.data() + size_t(r0) * l->in, r, alone.data() + size_t(r0) * l->out});
-        r0 += r;
-      }
+      blocks.clear();
+      for (size_t c = 0; c < split.size(); ++c)
+        blocks.push_back({x.data() + size_t(layout.row0[c]) * l->in, split[c],
+                          alone.data() + size_t(layout.row0[c]) * l->out});
       linear_grouped(blocks, *l, l->out, dt);
-      stacked_row_blocks(x.data(), l->in, stacked.data(), l->out, n, blocks);
+      stacked_blocks(layout, split, x.data(), l->in, stacked.data(), l->out, blocks);
       linear_grouped(blocks, *l, l->out, dt);
-      if (std::memcmp(alone.data(), stacked.data(), alone.size() * sizeof(float)) != 0)
+      if (std::memcmp(alone.data(), stacked.data(), size_t(layout.n) * l->out * sizeof(float)))
         return false;
     }
   return true;

@@ -1,15 +1,17 @@
 // Stacked GEMMs of batched forwards: the canvases' rows multiplied together in tiles of a fixed
 // row count, and the check that this gives every row the bits that the canvas's own GEMM gives
-// it (what batched decoding needs to stay exact when it stacks). GEMM
-// libraries promise no such thing: a kernel may block or split the reduction differently for
-// another row count. On the shared test machine oneDNN's f32 brgemm kernels passed for every split
-// tried and OpenBLAS 0.3.21 failed 30 of 36 (docs/server.md), so it is checked, not assumed.
+// it (what batched decoding needs to stay exact when it stacks). GEMM libraries promise no such
+// thing: a kernel may block or split the reduction differently for another row count. On the
+// shared test machine OpenBLAS 0.3.21 failed 30 of 36 stacked products, and oneDNN's brgemm
+// gave products of fewer than 16 rows other bits (K = 1024) while all larger ones matched
+// (docs/server.md). So small canvases keep their own GEMM, and the rest is checked, not assumed.
 #pragma once
+
+#include <span>
+#include <vector>
 
 #include "model/weights.h"
 #include "ops/linear.h"
-
-#include <vector>
 
 namespace dllmq {
 
@@ -20,21 +22,31 @@ namespace dllmq {
 // passes of the load test (bench/serve_load.py), with fixed tiles by 13 MiB, levelling off;
 // 64-row tiles cost 10% less CPU than 32-row ones on the embedded model (docs/server.md).
 constexpr int kStackedRows = 64;
+// Canvases with fewer rows keep a GEMM of their own (see above).
+constexpr int kMinStackedRows = 16;
 
-// Rows the buffers of a stacked product over `n` rows must hold.
-inline int stacked_rows_capacity(int n) {
-  return (n + kStackedRows - 1) / kStackedRows * kStackedRows;
-}
+// Where a stacked forward puts each canvas's rows: canvases of fewer than kMinStackedRows rows
+// first (rows [0, small_rows), a GEMM each), then the others (rows [small_rows, n), in tiles).
+struct StackedLayout {
+  std::vector<int> row0;  // first row of each canvas, in canvas order
+  int small_rows = 0;
+  int n = 0;
+  // Rows the buffers must hold (the last tile's spare rows included).
+  int capacity() const {
+    return small_rows + (n - small_rows + kStackedRows - 1) / kStackedRows * kStackedRows;
+  }
+};
+StackedLayout stacked_layout(std::span<const int> rows);
 
-// `n` contiguous rows (x: [n, ldx], y: [n, ldy], both holding stacked_rows_capacity(n) rows) as
-// GEMM blocks of kStackedRows rows.
-void stacked_row_blocks(const float* x, int ldx, float* y, int ldy, int n,
-                        std::vector<LinearRows>& out);
+// The GEMM blocks of a stacked product over buffers laid out by `layout` (x: [capacity, ldx],
+// y: [capacity, ldy]); `rows` as given to stacked_layout.
+void stacked_blocks(const StackedLayout& layout, std::span<const int> rows, const float* x, int ldx,
+                    float* y, int ldy, std::vector<LinearRows>& out);
 
 // Checks the model's layer-0 projections at `dt` on seeded random activations, split the ways a
 // batched forward splits its rows (equal cached-step blocks, a long canvas beside short ones,
 // single rows), stacked as forward_batch stacks them against one block per canvas. True when
-// all are identical.
+// every canvas's rows are identical.
 bool stacked_gemm_exact(const ModelWeights& w, ComputeDType dt);
 
 }  // namespace dllmq

@@ -1,7 +1,8 @@
 // Batched decoding on the embedded model: linear_grouped gives every block linear()'s result;
-// forward_batch gives each canvas the logits forward() gives it alone (bit for bit), and decoders batched together (N = 2..8, different prompt
-// lengths, lengths, schedules, cache modes, KV stores, sampling) produce exactly their batch-1
-// tokens, NFE and KV bytes. A failing or cancelled decoder leaves the others untouched.
+// forward_batch gives each canvas the logits forward() gives it alone (bit for bit), and decoders
+// batched together (N = 2..8, different prompt lengths, lengths, schedules, cache modes, KV stores,
+// sampling) produce exactly their batch-1 tokens, NFE and KV bytes. A failing or cancelled decoder
+// leaves the others untouched.
 #include <gtest/gtest.h>
 
 #include <algorithm>
