@@ -22,6 +22,7 @@ after (a busy machine shows).
 import argparse
 import json
 import os
+import random
 import sys
 import threading
 import time
@@ -37,6 +38,11 @@ def percentile(xs, q):
         return float("nan")
     k = min(len(xs) - 1, max(0, int(round(q / 100.0 * (len(xs) - 1)))))
     return xs[k]
+
+
+def post(server, body):
+    path = "/v1/completions" if "prompt" in body else "/v1/chat/completions"
+    return server.post(path, body, timeout=1800)
 
 
 def run_load(server, bodies, clients):
@@ -61,7 +67,7 @@ def run_load(server, bodies, clients):
                 return
             t0 = time.time()
             try:
-                status, body = server.post("/v1/chat/completions", bodies[i], timeout=600)
+                status, body = post(server, bodies[i])
             except Exception as e:  # noqa: BLE001 - counted as an error, reported
                 status, body = -1, {"error": str(e)}
             rec = {"i": i, "status": status, "latency": time.time() - t0, "t_end": time.time()}
@@ -125,17 +131,33 @@ def main():
     ap.add_argument("--passes", type=int, default=3,
                     help="times the requests are sent to each server (the last one is measured)")
     ap.add_argument("--parallel", type=int, default=16)
+    ap.add_argument("--one-parallel", type=int, default=1,
+                    help="--parallel of the comparison server (1: one request at a time)")
     ap.add_argument("--threads", type=int, default=0, help="server OpenMP threads (0: all)")
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "synth", "test.jsonl"))
+    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="environment of the servers (e.g. GOMP_SPINCOUNT=10000); repeatable")
+    ap.add_argument("--ids", type=int, default=0, metavar="N",
+                    help="send random N-token id prompts to /v1/completions instead of the "
+                         "synthetic problems as chat (models without a tokenizer)")
     ap.add_argument("--out")
     ap.add_argument("fields", nargs="?", default='{"cache": "dual", "threshold": 0.9}',
                     help="request decoding fields (JSON object)")
     a = ap.parse_args()
     fields = json.loads(a.fields)
-    with open(a.data) as f:
-        questions = [json.loads(line)["question"] for line in f][:a.requests]
-    bodies = [dict(fields, messages=[{"role": "user", "content": q}]) for q in questions]
-    configs = [("batched", a.parallel), ("one-at-a-time", 1)]
+    if a.ids:
+        rng = random.Random(1)
+        bodies = [dict(fields, prompt=[rng.randrange(100) for _ in range(a.ids + i % 5)])
+                  for i in range(a.requests)]
+    else:
+        with open(a.data) as f:
+            questions = [json.loads(line)["question"] for line in f][:a.requests]
+        bodies = [dict(fields, messages=[{"role": "user", "content": q}]) for q in questions]
+    env = dict(os.environ)
+    for kv in a.server_env:
+        k, _, v = kv.partition("=")
+        env[k] = v
+    configs = [("batched", a.parallel), ("one-at-a-time", a.one_parallel)]
     base = ["--threads", str(a.threads), "--queue", str(max(64, a.requests))]
     if a.model:
         base += ["-m", a.model]
@@ -144,7 +166,7 @@ def main():
     results = {name: [] for name, _ in configs}
     for rnd in range(a.rounds):
         for name, parallel in configs:
-            with Server(a.dllmq, base + ["--parallel", str(parallel)]) as s:
+            with Server(a.dllmq, base + ["--parallel", str(parallel)], env=env) as s:
                 # The first passes warm the server up (kernels, buffers, threads); the last one
                 # is measured, and its RSS against the previous pass's end shows whether memory
                 # keeps growing.
