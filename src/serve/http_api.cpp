@@ -48,12 +48,15 @@ int stream_block(const GenerateOptions& o, const ModelConfig& cfg) {
   return cfg.arch == Arch::kDream && o.cache == CacheMode::kNone ? o.gen_length : o.block_length;
 }
 
-// The error a finished job answers with, or nullopt when it succeeded.
-std::optional<ApiError> job_error(const Job& j) {
+// The error a finished job answers with, or nullopt when it succeeded. `fd`: its client's socket.
+std::optional<ApiError> job_error(const Job& j, int fd) {
   if (!j.error()) return std::nullopt;
   try {
     std::rethrow_exception(j.error());
   } catch (const Cancelled&) {
+    if (peer_closed(fd))  // nobody reads it; 499 keeps the request log and metrics apart
+      return ApiError(499, "", "the client closed the connection; decoding stopped",
+                      "client_closed");
     return ApiError(503, "", "decoding was cancelled: the server is shutting down", "server_error");
   } catch (const Error& e) {
     return ApiError(400, "", e.what());
@@ -205,7 +208,7 @@ void HttpApi::respond(const CompletionRequest& r, const std::vector<std::shared_
   std::vector<ChoiceOut> choices;
   int64_t prompt_tokens = 0, completion_tokens = 0;
   for (const auto& j : jobs) {
-    if (auto err = job_error(*j)) {
+    if (auto err = job_error(*j, fd)) {
       send_error(res, *err);
       return;
     }
@@ -273,7 +276,7 @@ void HttpApi::stream(const CompletionRequest& r, std::shared_ptr<Job> job, int f
       }
     }
     if (!p.finished) return true;
-    if (auto err = job_error(*job)) {
+    if (auto err = job_error(*job, fd)) {
       write(sse(err->body()));
       write(kSseDone);
       st->closed = true;
