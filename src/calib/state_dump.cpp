@@ -117,8 +117,8 @@ void StateDump::grads(bool current_forward, const LayerKvGrad& g) {
   fmt::print(f_,
              "{{\"kind\":\"grads\",\"pair\":{},\"forward\":{},\"layer\":{},\"pos\":{},"
              "\"gk\":{},\"gv\":{}}}\n",
-             pair_, current_forward ? forward_ : -1, g.layer, list(g.pos), matrix(g.gk, g.pos.size(), g.kv_dim),
-             matrix(g.gv, g.pos.size(), g.kv_dim));
+             pair_, current_forward ? forward_ : -1, g.layer, list(g.pos),
+             matrix(g.gk, g.pos.size(), g.kv_dim), matrix(g.gv, g.pos.size(), g.kv_dim));
 }
 
 void StateDump::close() {

@@ -54,7 +54,7 @@ struct CalibArgs {
   int sensitivity_pairs = 0;
   std::string score_weight = "none";
   std::string fisher;  // --fisher: diffusion | none (default diffusion for kvquant)
-  std::string task;  // --task: --data holds the task's records, converted (eval/calib_pairs.h)
+  std::string task;    // --task: --data holds the task's records, converted (eval/calib_pairs.h)
   eval::PairSourceOptions source;
   std::string dump_states, stats;
 };
@@ -230,7 +230,10 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   art.extra["rank"] = teacher_rank_name(rank);
   if (a.method == "dllm-kvq")
     art.extra["sensitivity_pairs"] =
-        a.no_sensitivity ? "0" : std::to_string(a.sensitivity_pairs > 0 ? std::min<size_t>(a.sensitivity_pairs, pairs.size()) : pairs.size());
+        a.no_sensitivity ? "0"
+                         : std::to_string(a.sensitivity_pairs > 0
+                                              ? std::min<size_t>(a.sensitivity_pairs, pairs.size())
+                                              : pairs.size());
   art.extra["rows_observed"] = std::to_string(tc.rows_observed());
   if (a.method == "kvquant") art.extra["reservoir_rows"] = std::to_string(a.reservoir_rows);
   save_calib_artifact(art, a.out);

@@ -216,9 +216,9 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
     head /= ok, tps /= ok, nfe /= ok;
     // Runs without a recorded fp16 KV size are drawn hollow at 16 bits (dense store, assumed).
     const bool known = with_bits == ok;
-    md += fmt::format("| average | {} | {} | headline {:.4f} | {} | - | {:.2f} | {:.1f} |\n", name,
-                      n, head, known ? fmt::format("{:.2f}", bits / ok) : std::string("-"), tps,
-                      nfe);
+    md +=
+        fmt::format("| average | {} | {} | headline {:.4f} | {} | - | {:.2f} | {:.1f} |\n", name, n,
+                    head, known ? fmt::format("{:.2f}", bits / ok) : std::string("-"), tps, nfe);
     pts.push_back({{"x", known ? bits / ok : 16.0},
                    {"y", head},
                    {"label", name},
