@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -182,9 +183,18 @@ std::string grid_csv(const std::vector<RunRow>& rows, const std::vector<std::str
   return csv;
 }
 
+// The plot's series of a KV setting: its name without a trailing "-<bits>" ("kvquant-ar-2" and
+// "kvquant-ar-4" are one method at two widths, joined by a line from 2 to 4 bits).
+std::string kv_family(const std::string& name) {
+  size_t i = name.size();
+  while (i > 0 && std::isdigit(static_cast<unsigned char>(name[i - 1]))) --i;
+  return i < name.size() && i > 1 && name[i - 1] == '-' ? name.substr(0, i - 1) : name;
+}
+
 // Per grid point: the mean of each task's headline metric (the paper's "average" column), and
 // the plot of it against effective bits (drawn with matplotlib, tools/plot/scatter.py): one
-// colour per value of the "kv" axis (else per point), one marker per value of the "cache" axis.
+// colour per KV method (the "kv" axis value up to its bits, else per point), one marker per
+// value of the "cache" axis.
 std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, size_t n_tasks,
                               const std::vector<std::string>& axes, const std::string& png_path) {
   std::string md;
@@ -200,7 +210,7 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
     for (const auto& r : rows) {
       if (r.point != p) continue;
       name = r.label;
-      series = kv_axis < int(r.values.size()) ? value_text(r.values[kv_axis]) : r.label;
+      series = kv_axis < int(r.values.size()) ? kv_family(value_text(r.values[kv_axis])) : r.label;
       marker = cache_axis < int(r.values.size()) ? "cache " + value_text(r.values[cache_axis]) : "";
       if (!r.ok || !r.headline()) continue;
       ++ok, n += r.n, head += *r.headline(), tps += r.tokens_per_s.value_or(0),
