@@ -18,8 +18,8 @@
 
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
-#include "cli/text_codec.h"
 #include "cli/model_names.h"
+#include "cli/text_codec.h"
 #include "decode/generate.h"
 #include "eval/data.h"
 #include "eval/math_equiv_client.h"
@@ -313,7 +313,8 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--math-phase-timeout", a->math_phase_timeout,
                   "math: seconds before a helper that does not answer is killed (default 60)")
       ->group("");
-  cmd->add_option("-m,--model", a->model, "generate with this model directory or short name (synth-llada, synth-dream)")
+  cmd->add_option("-m,--model", a->model,
+                  "generate with this model directory or short name (synth-llada, synth-dream)")
       ->transform(model_name_transform());
   cmd->add_option("--out", a->out, "run directory (samples JSONL, config, summary)");
   cmd->add_option("--limit", a->limit, "only the first N documents");

@@ -20,8 +20,10 @@ std::string resolve_model_name(const std::string& arg) {
     if (arg != m.name) continue;
     const std::string cfg = repo_path(std::string(m.dir) + "/config.json");
     if (cfg.empty())
-      fail("-m {}: the embedded model {} was not found (looked above the binary and in the source tree)",
-           arg, m.dir);
+      fail(
+          "-m {}: the embedded model {} was not found (looked above the binary and in the source "
+          "tree)",
+          arg, m.dir);
     return std::filesystem::path(cfg).parent_path().string();
   }
   return arg;
@@ -29,7 +31,8 @@ std::string resolve_model_name(const std::string& arg) {
 
 CLI::Validator model_name_transform() {
   std::string names;
-  for (const auto& m : embedded_models()) names += (names.empty() ? "" : ", ") + std::string(m.name);
+  for (const auto& m : embedded_models())
+    names += (names.empty() ? "" : ", ") + std::string(m.name);
   CLI::Validator v(
       [](std::string& s) {
         try {
