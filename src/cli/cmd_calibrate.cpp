@@ -22,6 +22,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
+#include "cli/model_names.h"
 #include "cli/text_codec.h"
 #include "decode/teacher.h"
 #include "eval/calib_pairs.h"
@@ -366,7 +367,10 @@ void register_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "calibrate", "Calibrate a quantized KV store (KVQuant thresholds and codebooks) on pairs");
   auto a = std::make_shared<CalibArgs>();
-  cmd->add_option("-m,--model", a->model, "model directory (default: the embedded model)");
+  cmd->add_option(
+         "-m,--model", a->model,
+         "model directory or short name (synth-llada, synth-dream; default: the embedded model)")
+      ->transform(model_name_transform());
   cmd->add_option("--data", a->data,
                   "JSONL pairs: {\"prompt\", \"answer\"} text or {\"prompt_ids\", \"answer_ids\"}; "
                   "with --task, that task's records")

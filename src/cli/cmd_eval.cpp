@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
+#include "cli/model_names.h"
 #include "cli/text_codec.h"
 #include "decode/generate.h"
 #include "eval/data.h"
@@ -312,7 +313,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--math-phase-timeout", a->math_phase_timeout,
                   "math: seconds before a helper that does not answer is killed (default 60)")
       ->group("");
-  cmd->add_option("-m,--model", a->model, "generate with this model directory");
+  cmd->add_option("-m,--model", a->model,
+                  "generate with this model directory or short name (synth-llada, synth-dream)")
+      ->transform(model_name_transform());
   cmd->add_option("--out", a->out, "run directory (samples JSONL, config, summary)");
   cmd->add_option("--limit", a->limit, "only the first N documents");
   cmd->add_option("--shard", a->shard, "i/n: documents with index % n == i");

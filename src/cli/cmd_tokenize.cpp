@@ -11,6 +11,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/model_names.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -175,7 +176,8 @@ void register_tokenize(CLI::App& app) {
       app.add_subcommand("tokenize", "Text -> token ids (and back) with a model's tokenizer");
   auto a = std::make_shared<TokenizeArgs>();
   cmd->add_option("-m,--model", a->model,
-                  "model directory (tokenizer.json, vocab.json+merges.txt or *.tiktoken)");
+                  "model directory (tokenizer.json, vocab.json+merges.txt or *.tiktoken)")
+      ->transform(model_name_transform());
   cmd->add_option(
       "--tokenizer", a->tokenizer,
       "tokenizer file instead of a model: tokenizer.json, vocab.json (merges.txt beside it) or a "
