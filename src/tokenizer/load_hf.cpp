@@ -22,13 +22,16 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-json parse_json(const std::string& path) {
-  const std::string text = read_file(path);
+json parse_json_text(const std::string& text, const std::string& path) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
     fail("{}: malformed JSON (truncated or corrupt file?): {}", path, e.what());
   }
+}
+
+json parse_json(const std::string& path) {
+  return parse_json_text(read_file(path), path);
 }
 
 bool opt_bool(const json& j, const char* key, bool dflt, const std::string& where) {
@@ -144,7 +147,13 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
 // `extra`: tokens (from tokenizer_config.json) added when their id is not already a token.
 std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path,
                                                      const std::vector<AddedToken>& extra) {
-  const json j = parse_json(path);
+  return load_tokenizer_json_text(read_file(path), path, extra);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_json_text(const std::string& text,
+                                                    const std::string& path,
+                                                    const std::vector<AddedToken>& extra) {
+  const json j = parse_json_text(text, path);
   if (!j.is_object()) fail("{}: expected a JSON object at the top level", path);
   auto s = std::make_unique<TokenizerSpec>();
   s->source = path;
@@ -216,13 +225,22 @@ std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path,
 std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path,
                                              const std::string& merges_path,
                                              const std::vector<AddedToken>& added) {
-  const json vocab = parse_json(vocab_path);
+  const std::string vocab_text = read_file(vocab_path);
+  return load_vocab_merges_text(vocab_text, read_file(merges_path), vocab_path, merges_path,
+                                added);
+}
+
+std::unique_ptr<Tokenizer> load_vocab_merges_text(const std::string& vocab_text,
+                                                  const std::string& merges_text,
+                                                  const std::string& vocab_path,
+                                                  const std::string& merges_path,
+                                                  const std::vector<AddedToken>& added) {
+  const json vocab = parse_json_text(vocab_text, vocab_path);
   auto s = std::make_unique<TokenizerSpec>();
   s->source = vocab_path + " + " + merges_path;
   add_vocab(*s, vocab, vocab_path);
 
-  std::ifstream f(merges_path, std::ios::binary);
-  if (!f) fail("{}: cannot open file", merges_path);
+  std::istringstream f(merges_text);
   std::string line;
   uint32_t rank = 0;
   for (size_t lineno = 1; std::getline(f, line); ++lineno) {

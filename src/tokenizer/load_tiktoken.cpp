@@ -1,5 +1,6 @@
 // tiktoken rank files (`base64(token bytes) rank` per line) with the Qwen2 pattern, as Dream uses.
 #include <fstream>
+#include <sstream>
 #include <unordered_set>
 
 #include "tokenizer/tokenizer_spec.h"
@@ -67,8 +68,16 @@ std::vector<AddedToken> qwen_special_tokens() {
 
 std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path,
                                          const std::vector<AddedToken>& specials) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open file", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_tiktoken_text(text.str(), path, specials);
+}
+
+std::unique_ptr<Tokenizer> load_tiktoken_text(const std::string& text, const std::string& path,
+                                              const std::vector<AddedToken>& specials) {
+  std::istringstream f(text);
   auto s = std::make_unique<TokenizerSpec>();
   s->source = path;
   std::unordered_set<int32_t> ranks;

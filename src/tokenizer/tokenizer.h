@@ -67,6 +67,19 @@ std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path,
                                              const std::string& merges_path,
                                              const std::vector<AddedToken>& added = {});
 
+// The same loaders on file contents already in memory (fuzzing, tests); the path arguments only
+// name the inputs in errors.
+std::unique_ptr<Tokenizer> load_tokenizer_json_text(const std::string& text,
+                                                    const std::string& path,
+                                                    const std::vector<AddedToken>& extra = {});
+std::unique_ptr<Tokenizer> load_tiktoken_text(const std::string& text, const std::string& path,
+                                              const std::vector<AddedToken>& specials);
+std::unique_ptr<Tokenizer> load_vocab_merges_text(const std::string& vocab_text,
+                                                  const std::string& merges_text,
+                                                  const std::string& vocab_path,
+                                                  const std::string& merges_path,
+                                                  const std::vector<AddedToken>& added = {});
+
 // Dream / Qwen2.5 specials 151643..151666 (<|endoftext|> ... <|mask|>).
 std::vector<AddedToken> qwen_special_tokens();
 
