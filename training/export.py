@@ -21,6 +21,7 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import safetensors_np as stn  # noqa: E402
+from atomic_write import atomic_open  # noqa: E402
 
 GEN_LEN = 48
 BLOCK_LEN = 16  # the accuracy table's semi-autoregressive block length
@@ -110,12 +111,12 @@ def main():
     tensors = {f"model.transformer.{n}.weight": sd[f"{n}.weight"] for n in names}
     assert len(tensors) == len(sd), "unexported parameters"
     write_safetensors(os.path.join(a.out, "model.safetensors"), tensors, {"format": "pt"})
-    with open(os.path.join(a.out, "config.json"), "w") as f:
+    with atomic_open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(llada_config(c, tok), f, indent=2)
     gen = {"bos_token_id": tok.token_to_id("<|startoftext|>"), "eos_token_id": tok.token_to_id("<|endoftext|>"),
            "pad_token_id": tok.token_to_id("<|endoftext|>"), "max_new_tokens": GEN_LEN,
            "block_length": BLOCK_LEN}  # dllmq's decoding defaults for this model
-    with open(os.path.join(a.out, "generation_config.json"), "w") as f:
+    with atomic_open(os.path.join(a.out, "generation_config.json"), "w") as f:
         json.dump(gen, f, indent=2)
     # check: the file reads back to the bf16-rounded training weights
     back = read_safetensors(os.path.join(a.out, "model.safetensors"))
