@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -63,8 +62,11 @@ const std::vector<std::pair<const char*, Range>>& table() {
 }
 
 std::string describe(const Range& r) {
-  auto num = [](double x) { return x == kInf ? std::string("inf") : fmt::format("{:g}", x); };
-  if (r.integer && r.hi == 18446744073709551615.0) return "an integer in [0, 2^64)";
+  auto num = [&](double x) {
+    if (x == kInf) return std::string("inf");
+    return r.integer ? fmt::format("{}", static_cast<long long>(x)) : fmt::format("{:g}", x);
+  };
+  if (r.integer && r.hi == 18446744073709551615.0) return "[0, 2^64)";
   return fmt::format("{}{}, {}{}", r.lo_open ? "(" : "[", num(r.lo), num(r.hi),
                      r.hi_open || r.hi == kInf ? ")" : "]");
 }
@@ -114,10 +116,7 @@ void apply(CLI::App& app) {
     if (!numeric_type(o->get_type_name())) continue;
     const std::string flag = "--" + o->get_lnames().front();
     const Range* r = find(flag);
-    if (!r)
-      throw std::logic_error(fmt::format(
-          "dllmq {}: numeric flag {} has no accepted range in cli/flag_ranges.cpp", app.get_name(),
-          flag));
+    if (!r) continue;  // tests/python/test_input_errors.py lists numeric flags without a range
     const Range range = *r;
     o->check(CLI::Validator([range](std::string& s) { return check(range, s); },
                             "in " + describe(range), "dllmq-range"));

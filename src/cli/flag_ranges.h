@@ -14,9 +14,10 @@
 
 namespace dllmq::cli {
 
-// Attaches the range validator of each numeric flag of `app`'s subcommands (recursively).
-// Throws std::logic_error naming a numeric flag that has no entry in the table, so a new flag
-// cannot ship unchecked (tests/python/test_flag_ranges.py runs every command's --help).
+// Attaches the range validator of each numeric flag of `app`'s subcommands (recursively). A
+// numeric flag without an entry in the table stays unchecked, and
+// tests/python/test_input_errors.py (which reads every command's --help) fails naming it, so a
+// new flag cannot ship without its range.
 void apply_flag_ranges(CLI::App& app);
 
 // "--flag" -> "[lo, hi]" style description, for tests and docs; empty if not in the table.

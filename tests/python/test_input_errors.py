@@ -72,7 +72,7 @@ BAD = [
     ("generate", "--eps", ["nan", "1", "-0.1"], "[0, 1)"),
     ("generate", "--cfg-scale", ["nan", "-1"], "[0, inf)"),
     ("generate", "--alg-temp", ["nan", "-1"], "[0, inf)"),
-    ("generate", "--gen-length", ["0", "-5", "16777217", "nan"], "[1, 1.67772e+07]"),
+    ("generate", "--gen-length", ["0", "-5", "16777217", "nan"], "[1, 16777216]"),
     ("generate", "--block-length", ["0"], "[1, "),
     ("generate", "--steps", ["0", "-1"], "[1, "),
     ("generate", "--kv-group", ["0", "5000"], "[1, 4096]"),

@@ -128,9 +128,7 @@ TEST(SafetensorsIndexValidation, ShardNamesStayInTheDirectory) {
 }
 
 std::string st_bytes(const std::string& header, size_t data_len) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
-  return out + header + std::string(data_len, '\0');
+  return test_util::safetensors_bytes(header, data_len);
 }
 
 SafetensorsFile st(const std::string& bytes) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -40,6 +41,16 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
 inline std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A safetensors file: 8-byte little-endian header length (or `len_override`), header JSON,
+// `data_len` zero bytes of data.
+inline std::string safetensors_bytes(const std::string& header, size_t data_len,
+                                     int64_t len_override = -1) {
+  const uint64_t n = len_override >= 0 ? uint64_t(len_override) : header.size();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + header + std::string(data_len, '\0');
 }
 
 // Expects `fn` to throw dllmq::Error whose message contains every fragment.
