@@ -17,16 +17,7 @@ B=build-fuzz
 build() {
   # Debian's clang with its compiler-rt (libFuzzer, ASan, UBSan); the parsers' own -dev packages
   # come with scripts/setup.sh.
-  local missing=()
-  for p in clang libclang-rt-14-dev; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    echo "fuzz: installing ${missing[*]}" >&2
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  scripts/ensure_packages.sh clang libclang-rt-14-dev
   local launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CXX=clang++ cmake -S fuzz -B "$B" "${launcher[@]}" >/dev/null
