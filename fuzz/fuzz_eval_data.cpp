@@ -2,7 +2,7 @@
 // mbpp: src/eval/task_*.cpp), the record converters of `make-pairs` / `calibrate --task`
 // (src/eval/calib_pairs.cpp) and calibration pairs files (src/calib/pairs.cpp). Accepted
 // documents are turned into prompts and, for the answer-extracting tasks, scored against their
-// own gold text.
+// own gold text. Input: one byte choosing the consumer, then the file.
 #include "calib/pairs.h"
 #include "eval/calib_pairs.h"
 #include "eval/data.h"
@@ -33,24 +33,36 @@ void exercise_task(const std::string& name, const std::string& path) {
 
 }  // namespace
 
+// The first byte picks the consumer, so each execution runs one loader (five times the rate
+// of running all of them; libFuzzer mutates the byte like any other).
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string_view text = fuzz::as_text(data, size);
-  fuzz::accept_or_reject([&] { (void)dllmq::eval::parse_jsonl(text, "data.jsonl"); });
+  if (size == 0) return 0;
+  static const char* const kTasks[] = {"gsm8k", "synth", "math", "humaneval", "mbpp"};
+  static const char* const kConverters[] = {"gsm8k", "math", "mbpp", "synth"};
+  const unsigned pick = data[0] % 11;
+  const std::string_view text = fuzz::as_text(data + 1, size - 1);
+  if (pick == 0) {
+    fuzz::accept_or_reject([&] { (void)dllmq::eval::parse_jsonl(text, "data.jsonl"); });
+    return 0;
+  }
   const std::string path = fuzz::write_scratch("data.jsonl", text);
-  for (const char* task : {"gsm8k", "synth", "math", "humaneval", "mbpp"})
-    fuzz::accept_or_reject([&] { exercise_task(task, path); });
-  for (const char* task : {"gsm8k", "math", "mbpp", "synth"})
+  if (pick <= 5) {
+    fuzz::accept_or_reject([&] { exercise_task(kTasks[pick - 1], path); });
+  } else if (pick <= 9) {
     fuzz::accept_or_reject([&] {
       dllmq::eval::PairSourceOptions o;
-      (void)dllmq::eval::convert_records(task, path, o);
+      (void)dllmq::eval::convert_records(kConverters[pick - 6], path, o);
     });
-  fuzz::accept_or_reject([&] {
-    dllmq::PairTokenizer bytes;  // text pairs: one id per byte, as a tokenizer would give ids
-    bytes.prompt = bytes.answer = [](const std::string& s) {
-      return std::vector<int32_t>(s.begin(), s.end());
-    };
-    std::string hash;
-    (void)dllmq::read_calib_pairs(path, size % 2 ? bytes : dllmq::PairTokenizer{}, 1000, 0, &hash);
-  });
+  } else {
+    fuzz::accept_or_reject([&] {
+      dllmq::PairTokenizer bytes;  // text pairs: one id per byte, as a tokenizer would give ids
+      bytes.prompt = bytes.answer = [](const std::string& s) {
+        return std::vector<int32_t>(s.begin(), s.end());
+      };
+      std::string hash;
+      (void)dllmq::read_calib_pairs(path, size % 2 ? bytes : dllmq::PairTokenizer{}, 1000, 0,
+                                    &hash);
+    });
+  }
   return 0;
 }

@@ -113,15 +113,21 @@ def main():
     put("chat_template", "system", "  Solve: x = 4  \n" + SEP.decode() + "You are terse.")
     put("chat_template", "specials", "<|im_end|><|eot_id|>\x1c\u3000 text \xa0")
 
-    put("eval_data", "synth", first_lines(os.path.join(ROOT, "data/synth/test.jsonl"), 6))
+    # eval_data: the first byte picks the consumer (fuzz_eval_data.cpp): 0 parse_jsonl, 1-5 the
+    # tasks gsm8k synth math humaneval mbpp, 6-9 the converters gsm8k math mbpp synth, 10 pairs.
+    def eval_seed(name, picks, text):
+        for p in picks:
+            put("eval_data", "%s_%d" % (name, p), bytes([p]) + text.encode())
+    synth = first_lines(os.path.join(ROOT, "data/synth/test.jsonl"), 6)
+    eval_seed("synth", [0, 1, 2, 6, 9, 10], synth)
     if os.path.isdir(SHARED):  # benchmark layouts (shared/data); skipped where it is absent
-        put("eval_data", "math", first_lines(os.path.join(SHARED, "math/test.jsonl"), 2))
-        put("eval_data", "humaneval", first_lines(os.path.join(SHARED, "humaneval/HumanEval.jsonl.gz"), 1, gzip.open))
+        eval_seed("math", [3, 7], first_lines(os.path.join(SHARED, "math/test.jsonl"), 2))
+        eval_seed("humaneval", [4], first_lines(os.path.join(SHARED, "humaneval/HumanEval.jsonl.gz"), 1, gzip.open))
         with open(os.path.join(SHARED, "mbpp/mbpp.jsonl")) as f:
             rows = [json.loads(l) for l in f if l.strip()]
         keep = [r for r in rows if r["task_id"] in (2, 3, 4, 11, 601)]
-        put("eval_data", "mbpp", "".join(json.dumps(r) + "\n" for r in keep))
-    put("eval_data", "pairs_ids", '{"prompt_ids": [1, 2, 3], "answer_ids": [4, 5]}\n\n{"prompt": "a", "answer": "b"}\n')
+        eval_seed("mbpp", [5, 8], "".join(json.dumps(r) + "\n" for r in keep))
+    eval_seed("pairs_ids", [10], '{"prompt_ids": [1, 2, 3], "answer_ids": [4, 5]}\n\n{"prompt": "a", "answer": "b"}\n')
 
     put("responses", "gsm8k", b"\x00" + b'{"task_id": 0, "response": "3 + 4 = 7\\n#### 7"}\n'
                                         b'{"task_id": "1", "response": "The answer is 6."}\n')
