@@ -129,7 +129,7 @@ def test_corrupt_configs(d, res, work):
     cases = [
         ("rms_norm_eps=0", {"rms_norm_eps": 0}, "'rms_norm_eps' = 0: expected a finite number in (0, 1)"),
         ("rms_norm_eps=-1", {"rms_norm_eps": -1e-5}, "'rms_norm_eps'"),
-        ("rope_theta=inf", {"rope_theta": "__INF__"}, "'rope_theta'"),
+        ("rope_theta=1e999", {"rope_theta": "__INF__"}, "number overflow parsing '1e999'"),
         ("rope_theta=0", {"rope_theta": 0}, "'rope_theta' = 0"),
         ("n_heads=0", {"n_heads": 0}, "'n_heads' = 0 out of range"),
         ("n_heads=3", {"n_heads": 3}, "not divisible by the number of heads 3"),

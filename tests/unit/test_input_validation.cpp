@@ -53,12 +53,15 @@ TEST(ConfigValidation, AcceptsBothArchitectures) {
 // The class behind "a config field outside its range gave NaN logits with exit 0": a norm
 // epsilon or RoPE base that is zero, negative or not finite.
 TEST(ConfigValidation, RealFieldsFinitePositive) {
-  for (const char* v : {"0", "-1e-5", "1e999", "-1e999", "2.5", "\"1e-5\""})
+  for (const char* v : {"0", "-1e-5", "2.5", "\"1e-5\""})
     expect_error([&] { parse(with(kLLaDA, "rms_norm_eps", v)); },
                  {"m/config.json", "'rms_norm_eps'", "finite number in (0, 1)"});
-  for (const char* v : {"0", "-10000", "1e999", "1e13"})
+  for (const char* v : {"0", "-10000", "1e13"})
     expect_error([&] { parse(with(kDream, "rope_theta", v)); },
                  {"m/config.json", "'rope_theta'", "finite number in (0, 1e+12)"});
+  // A number too large for a double never becomes infinity: the JSON reader refuses it.
+  expect_error([&] { parse(with(kDream, "rope_theta", "1e999")); },
+               {"m/config.json", "number overflow parsing '1e999'"});
 }
 
 TEST(ConfigValidation, GeometryPositiveAndDivisible) {
@@ -147,10 +150,10 @@ TEST(SafetensorsValidation, ShapeProductOverflow) {
       {"t.safetensors", "tensor 'w'", "more elements than 64 bits"});
   expect_error(
       [&] {
-        st(st_bytes(R"({"w":{"dtype":"BF16","shape":[4611686018427387904],"data_offsets":[0,8]}})",
+        st(st_bytes(R"({"w":{"dtype":"F32","shape":[4611686018427387905],"data_offsets":[0,8]}})",
                     8));
       },
-      {"tensor 'w'", "needs more bytes than data_offsets span (8)"});
+      {"tensor 'w'", "needs more bytes than 64 bits can count"});
   const auto f = st(st_bytes(R"({"w":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})", 0));
   EXPECT_EQ(f.tensors().at("w").numel(), 0);
 }
