@@ -88,6 +88,7 @@ def check_eval_resume(d, res, work, name, extra, n, kills, rng, max_delay):
     ok = r.returncode == 0
     rows = read_jsonl(os.path.join(out, "samples.jsonl")) if ok else []
     ids = [x["task_id"] for x in rows]
+    res.check(name + "/was-killed", killed >= 1, "%d kills" % killed)
     res.check(name + "/each-sample-once", ok and len(ids) == n and len(set(ids)) == n,
               "%d kills, %d rows, %d distinct, exit %d %s" % (killed, len(ids), len(set(ids)),
                                                             r.returncode, r.stderr.strip()[-200:]))
@@ -105,10 +106,10 @@ def test_eval_kills(d, res, work, rng):
         for i, row in enumerate(read_jsonl(DATA)[:n]):
             f.write(json.dumps({"task_id": i, "response": row["answer"] if i % 3 else "no"}) + "\n")
     check_eval_resume(d, res, work, "eval-fake", ["--limit", str(n), "--fake-responses", fake,
-                                                  "--fake-delay-ms", "15"], n, 25, rng, 0.5)
-    check_eval_resume(d, res, work, "eval-model", ["-m", MODEL, "--limit", "6", "--threads", "1",
+                                                  "--fake-delay-ms", "40"], n, 25, rng, 0.25)
+    check_eval_resume(d, res, work, "eval-model", ["-m", MODEL, "--limit", "12", "--threads", "1",
                                                    "--cache", "dual", "--threshold", "0.9"],
-                      6, 4, rng, 1.5)
+                      12, 6, rng, 0.8)
 
 
 def test_calibrate_kills(d, res, work, rng):
@@ -184,7 +185,8 @@ def test_full_disk(d, res, work):
         with open(os.path.join(out, "summary.json")) as f:
             res.check("full-disk/eval-summary-complete", json.load(f).get("n") == n)
 
-        fs.resize("64k")
+        fs.close()  # a fresh, small filesystem for calibrate
+        fs = Tmpfs(fs.path, "64k")
         target = os.path.join(fs.path, "kvq.safetensors")
         with open(target, "wb") as f:
             f.write(b"old artifact")
