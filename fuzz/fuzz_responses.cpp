@@ -1,6 +1,9 @@
 // Responses JSONL of `eval --responses` (src/eval/score_only.cpp) against fixed gsm8k and math
 // tasks, with the answer extractors run on arbitrary model output, and the samples file an
-// interrupted `eval` resumes from (src/eval/run.cpp read_samples, with and without repair).
+// interrupted `eval` resumes from (src/eval/run.cpp read_samples, with and without repair, and
+// the summary `eval merge` computes over it).
+#include <filesystem>
+
 #include "eval/run.h"
 #include "eval/score_only.h"
 #include "eval/task.h"
@@ -45,6 +48,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)dllmq::eval::score_responses(fixed_task(math), path, env);
   });
   fuzz::accept_or_reject([&] { (void)dllmq::eval::read_samples(path, false); });
+  fuzz::accept_or_reject([&] {
+    // `eval merge` over a run directory holding the file as its samples: the summary reads
+    // every field of every accepted record.
+    static const std::string run = [] {
+      const std::string dir = fuzz::scratch_dir() + "/run";
+      std::filesystem::create_directories(dir);
+      fuzz::write_scratch("run/config.json",
+                          R"({"task": "gsm8k", "metrics": ["exact_match,strict-match"]})");
+      return dir;
+    }();
+    fuzz::write_scratch("run/samples.jsonl", text);
+    (void)dllmq::eval::merge_runs({run}, "");
+  });
   fuzz::accept_or_reject([&] {
     const auto rows = dllmq::eval::read_samples(path, true);
     // After repair the file holds exactly the complete records that were read.

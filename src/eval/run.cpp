@@ -125,6 +125,20 @@ std::string dump(const nlohmann::json& j, int indent = -1) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// A sample record as run_eval writes it: the fields the summary reads have their types (a hand-
+// edited or corrupted file is refused naming its line, never a type_error deep in a summary).
+bool well_formed_sample(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("task_id") || !j["task_id"].is_string()) return false;
+  for (const char* k : {"extracted", "gold", "status", "detail", "group", "kv_method"})
+    if (j.contains(k) && !j[k].is_string()) return false;
+  for (const char* k : {"gen_s", "score_s", "prompt_tokens", "gen_tokens", "nfe", "steps",
+                        "kv_bytes", "kv_bytes_k", "kv_bytes_v", "kv_bytes_fp16", "doc"})
+    if (j.contains(k) && !j[k].is_number()) return false;
+  if (j.contains("correct") && !j["correct"].is_boolean()) return false;
+  if (j.contains("metrics") && !j["metrics"].is_object()) return false;
+  return true;
+}
+
 }  // namespace
 
 std::vector<nlohmann::json> read_samples(const std::string& path, bool repair) {
@@ -139,8 +153,7 @@ std::vector<nlohmann::json> read_samples(const std::string& path, bool repair) {
     ++line_no;
     const std::string_view line(text.data() + a, b - a);
     auto j = nlohmann::json::parse(line, nullptr, false);
-    const bool ok = complete && !j.is_discarded() && j.is_object() && j.contains("task_id") &&
-                    j["task_id"].is_string();
+    const bool ok = complete && !j.is_discarded() && well_formed_sample(j);
     if (!ok) {
       if (b + 1 < text.size())
         fail("{}:{}: corrupt sample record (not the last line)", path, line_no);
