@@ -31,7 +31,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results import Results  # noqa: E402
+from results import Results, run_all  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "dllmq-synth-tiny")
 DATA = os.path.join(ROOT, "data", "synth", "test.jsonl")
@@ -242,16 +242,11 @@ def main(argv=None):
     print("kill points drawn with --seed %d" % a.seed)
     rng = random.Random(a.seed)
     d, res = os.path.abspath(a.dllmq), Results()
-    for t in [lambda: test_eval_kills(d, res, work, rng),
-              lambda: test_calibrate_kills(d, res, work, rng),
-              lambda: test_full_disk(d, res, work),
-              lambda: test_model_changed_during_run(d, res, work)]:
-        try:
-            t()
-        except Exception as e:  # noqa: BLE001  a crash is a failure, not an abort
-            res.check("exception", False, repr(e))
-    print(f"{res.passed} passed, {res.failed} failed")
-    return 1 if res.failed else 0
+    return run_all(res, [
+        lambda: test_eval_kills(d, res, work, rng),
+        lambda: test_calibrate_kills(d, res, work, rng),
+        lambda: test_full_disk(d, res, work),
+        lambda: test_model_changed_during_run(d, res, work)])
 
 
 if __name__ == "__main__":

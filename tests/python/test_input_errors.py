@@ -28,7 +28,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results import Results  # noqa: E402
+from results import Results, run_all  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "dllmq-synth-tiny")
 COMMANDS = ["inspect", "logits", "tokenize", "generate", "bench", "eval", "grid", "calibrate",
@@ -196,18 +196,13 @@ def main(argv=None):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     d, res = os.path.abspath(a.dllmq), Results()
-    for t in [lambda: test_every_numeric_flag_has_a_range(d, res),
-              lambda: test_bad_flag_values(d, res),
-              lambda: test_corrupt_configs(d, res, work),
-              lambda: test_nonfinite_weights(d, res, work),
-              lambda: test_length_that_cannot_fit(d, res),
-              lambda: test_tokenize_empty_text(d, res)]:
-        try:
-            t()
-        except Exception as e:  # noqa: BLE001  a crash is a failure, not an abort
-            res.check("exception", False, repr(e))
-    print(f"{res.passed} passed, {res.failed} failed")
-    return 1 if res.failed else 0
+    return run_all(res, [
+        lambda: test_every_numeric_flag_has_a_range(d, res),
+        lambda: test_bad_flag_values(d, res),
+        lambda: test_corrupt_configs(d, res, work),
+        lambda: test_nonfinite_weights(d, res, work),
+        lambda: test_length_that_cannot_fit(d, res),
+        lambda: test_tokenize_empty_text(d, res)])
 
 
 if __name__ == "__main__":
