@@ -10,6 +10,6 @@ scripts/setup.sh
 (cd build && ctest --output-on-failure -j 1 "$@")
 if [ -z "${DLLMQ_SKIP_RELIABILITY:-}" ]; then
   scripts/fuzz.sh build
-  scripts/fuzz.sh ci "${DLLMQ_FUZZ_SECONDS:-15}"
+  scripts/fuzz.sh ci "${DLLMQ_FUZZ_SECONDS:-10}"
   scripts/sanitize.sh
 fi
