@@ -45,8 +45,9 @@ bool opt_bool(const json& j, const char* key, bool dflt, const std::string& wher
 void add_vocab(TokenizerSpec& s, const json& vocab, const std::string& where) {
   if (!vocab.is_object()) fail("{}: \"vocab\" must be an object of token -> id", where);
   for (auto& [tok, v] : vocab.items()) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-      fail("{}: vocab entry '{}': id must be a non-negative integer", where, tok);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxTokenId)
+      fail("{}: vocab entry '{}': id {} is not an integer in [0, {}]", where, tok, v.dump(),
+           kMaxTokenId);
     const int32_t id = static_cast<int32_t>(v.get<int64_t>());
     if (auto bytes = byte_level_decode(tok)) {
       s.bpe->add_token(id, std::move(*bytes));
@@ -99,8 +100,10 @@ AddedToken parse_added(const json& t, const std::string& where) {
   AddedToken a;
   a.content = t["content"].get<std::string>();
   if (t.contains("id")) {
-    if (!t["id"].is_number_integer() || t["id"].get<int64_t>() < 0)
-      fail("{}: added token '{}': \"id\" must be a non-negative integer", where, a.content);
+    if (!t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 ||
+        t["id"].get<int64_t>() > kMaxTokenId)
+      fail("{}: added token '{}': \"id\" {} is not an integer in [0, {}]", where, a.content,
+           t["id"].dump(), kMaxTokenId);
     a.id = static_cast<int32_t>(t["id"].get<int64_t>());
   }
   a.special = opt_bool(t, "special", false, where);
@@ -277,9 +280,9 @@ std::vector<AddedToken> read_added_tokens_decoder(const std::string& path) {
     try {
       size_t used = 0;
       a.id = std::stoi(k, &used);
-      if (used != k.size() || a.id < 0) throw std::invalid_argument(k);
+      if (used != k.size() || a.id < 0 || a.id > kMaxTokenId) throw std::invalid_argument(k);
     } catch (const std::exception&) {
-      fail("{}: key must be a token id", w);
+      fail("{}: key must be a token id in [0, {}]", w, kMaxTokenId);
     }
     out.push_back(std::move(a));
   }

@@ -102,9 +102,9 @@ std::unique_ptr<Tokenizer> load_tiktoken_text(const std::string& text, const std
     } catch (const std::exception&) {
       rank = -1;
     }
-    if (rank < 0 || rank > INT32_MAX)
-      fail("{}:{}: rank field '{}' is not a non-negative integer", path, lineno,
-           rank_s.substr(0, 40));
+    if (rank < 0 || rank > kMaxTokenId)
+      fail("{}:{}: rank field '{}' is not an integer in [0, {}]", path, lineno,
+           rank_s.substr(0, 40), kMaxTokenId);
     if (!ranks.insert(static_cast<int32_t>(rank)).second)
       fail("{}:{}: duplicate rank {}", path, lineno, rank);
     if (s->bpe->find(*bytes)) fail("{}:{}: duplicate token (rank {})", path, lineno, rank);

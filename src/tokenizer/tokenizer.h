@@ -24,6 +24,11 @@ struct AddedToken {
   bool single_word = false;  // only matched when not inside a word
 };
 
+// Token ids index dense tables (id -> bytes, id -> added token), so a file's ids are bounded
+// where they are read: an id of 2^31 - 1 in a 100-byte file would otherwise allocate tens of GB.
+// Real vocabularies have ids below 2^18; 2^24 leaves room and caps those tables at ~0.5 GB.
+constexpr int64_t kMaxTokenId = (int64_t(1) << 24) - 1;
+
 struct TokenizerSpec;  // internal: built by the loaders (tokenizer/tokenizer_spec.h)
 
 class Tokenizer {

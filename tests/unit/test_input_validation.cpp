@@ -11,6 +11,7 @@
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dllmq {
 namespace {
@@ -183,6 +184,30 @@ TEST(CalibArtifactValidation, MetadataNumbers) {
                {"t.safetensors", "metadata 'n_tokens' = 'many'"});
   const std::string bad_bits = artifact_with("kv_bits_k", "5");
   expect_error([&] { parse_calib_artifact(st(bad_bits)); }, {"expected 2, 3, 4 or 8"});
+}
+
+// Token ids index dense tables: a huge id in a tiny file allocated gigabytes (fuzz_tiktoken's
+// out-of-memory finding, fuzz/regressions/tiktoken/oom-huge-rank). Bounded where read.
+TEST(TokenizerValidation, TokenIdsBounded) {
+  expect_error([] { load_tiktoken_text("YQ== 699999998\n", "t.tiktoken", {}); },
+               {"t.tiktoken:1", "rank field '699999998'", "[0, 16777215]"});
+  const std::string pre = R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false})";
+  expect_error(
+      [&] {
+        load_tokenizer_json_text(R"({"model":{"type":"BPE","vocab":{"a":2000000000},"merges":[]},)" +
+                                     pre + "}",
+                                 "tok.json");
+      },
+      {"tok.json", "vocab entry 'a'", "id 2000000000 is not an integer in [0, 16777215]"});
+  expect_error(
+      [&] {
+        load_tokenizer_json_text(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},)" + pre +
+                                     R"(,"added_tokens":[{"id":16777216,"content":"<x>"}]})",
+                                 "tok.json");
+      },
+      {"tok.json", "added token '<x>'", "[0, 16777215]"});
+  expect_error([] { load_vocab_merges_text(R"({"a":2000000000})", "", "v.json", "m.txt"); },
+               {"v.json", "vocab entry 'a'"});
 }
 
 }  // namespace
