@@ -1,4 +1,5 @@
 // Loaders for Hugging Face files: tokenizer.json and GPT-2-style vocab.json + merges.txt.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -44,10 +45,12 @@ bool opt_bool(const json& j, const char* key, bool dflt, const std::string& wher
 // tokens).
 void add_vocab(TokenizerSpec& s, const json& vocab, const std::string& where) {
   if (!vocab.is_object()) fail("{}: \"vocab\" must be an object of token -> id", where);
+  const int64_t max_id = std::min<int64_t>(kMaxTokenId, int64_t(vocab.size()) + kTokenIdSlack);
   for (auto& [tok, v] : vocab.items()) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxTokenId)
-      fail("{}: vocab entry '{}': id {} is not an integer in [0, {}]", where, tok, v.dump(),
-           kMaxTokenId);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > max_id)
+      fail("{}: vocab entry '{}': id {} is not an integer in [0, {}] (ids are dense: below the "
+           "{} entries + {})",
+           where, tok, v.dump(), max_id, vocab.size(), kTokenIdSlack);
     const int32_t id = static_cast<int32_t>(v.get<int64_t>());
     if (auto bytes = byte_level_decode(tok)) {
       s.bpe->add_token(id, std::move(*bytes));

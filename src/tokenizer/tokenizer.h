@@ -26,8 +26,11 @@ struct AddedToken {
 
 // Token ids index dense tables (id -> bytes, id -> added token), so a file's ids are bounded
 // where they are read: an id of 2^31 - 1 in a 100-byte file would otherwise allocate tens of GB.
-// Real vocabularies have ids below 2^18; 2^24 leaves room and caps those tables at ~0.5 GB.
+// Real vocabularies have ids below 2^18; 2^24 leaves room. Model (BPE) ids must moreover be
+// dense, below the number of entries + kTokenIdSlack, so the id -> bytes table stays
+// proportional to the file (fuzz_vocab_merges: one id of 9.6M in a 12 KB file took seconds).
 constexpr int64_t kMaxTokenId = (int64_t(1) << 24) - 1;
+constexpr int64_t kTokenIdSlack = 1 << 16;
 
 struct TokenizerSpec;  // internal: built by the loaders (tokenizer/tokenizer_spec.h)
 
