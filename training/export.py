@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import safetensors_np as stn  # noqa: E402
+from atomic_write import atomic_open  # noqa: E402
 
 GEN_LEN = 48
 BLOCK_LEN = 16  # the accuracy table's semi-autoregressive block length
@@ -128,9 +129,8 @@ def dream_config(c, tok):
 
 
 def write_json(path, obj):
-    with open(path + ".tmp", "w") as f:
+    with atomic_open(path, "w") as f:
         json.dump(obj, f, indent=2)
-    os.replace(path + ".tmp", path)
 
 
 def main():
@@ -176,9 +176,8 @@ def main():
                "pad_token_id": tok.token_to_id("<|endoftext|>"), "max_new_tokens": GEN_LEN,
                "block_length": BLOCK_LEN}  # dllmq's decoding defaults for this model
     assert len(tensors) == len(sd), "unexported parameters"
-    st = os.path.join(a.out, "model.safetensors")
-    write_safetensors(st + ".tmp", tensors, {"format": "pt"})
-    os.replace(st + ".tmp", st)
+    # both writers are crash-safe: temporary file, fsync, rename (tools/atomic_write.py)
+    write_safetensors(os.path.join(a.out, "model.safetensors"), tensors, {"format": "pt"})
     write_json(os.path.join(a.out, "config.json"), config)
     write_json(os.path.join(a.out, "generation_config.json"), gen)
     # check: the file reads back to the bf16-rounded training weights

@@ -25,7 +25,10 @@ Usage (/usr/bin/python3: Debian's python3 with `tokenizers` from PyPI, python3-j
 import argparse
 import json
 import os
+import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from atomic_write import atomic_open  # noqa: E402  (the exported model's files, crash-safe)
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 # Qwen2 / GPT-4-style split: letters with an optional leading non-letter, single digits (\p{N}),
@@ -114,7 +117,8 @@ def build(train_path, out_dir):
     tok.add_special_tokens(SPECIALS)  # appended after the BPE ids
     assert tok.get_vocab_size() == VOCAB, tok.get_vocab_size()
     os.makedirs(out_dir, exist_ok=True)
-    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    with atomic_open(os.path.join(out_dir, "tokenizer.json"), "w") as f:
+        f.write(tok.to_str(pretty=True))  # what tok.save() writes
     cfg = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
@@ -122,7 +126,7 @@ def build(train_path, out_dir):
         "clean_up_tokenization_spaces": False, "model_max_length": 256,
         "chat_template": CHAT_TEMPLATE,
     }
-    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+    with atomic_open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     return tok
 

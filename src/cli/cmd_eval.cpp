@@ -28,6 +28,7 @@
 #include "eval/run.h"
 #include "eval/score_only.h"
 #include "eval/task.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
@@ -101,10 +102,7 @@ void score_only(const Args& a, const Task& task, const ScoreEnv& env_in) {
     std::string text;
     for (const auto& s : run.samples)
       text += sample_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::FILE* f = std::fopen(a.details.c_str(), "wb");
-    if (!f) fail("--details {}: cannot write", a.details);
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
+    write_file_atomic(a.details, text);
   }
   print_summary(run.summary, a.json);
 }

@@ -32,6 +32,7 @@
 #include "cli/plot_helper.h"
 #include "eval/data.h"
 #include "eval/run.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
@@ -422,14 +423,14 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
   }
   if (dry_run) return;
   fs::create_directories(out);
-  std::ofstream(fs::path(out) / "grid.json") << results.dump(2) << "\n";
+  write_file_atomic((fs::path(out) / "grid.json").string(), results.dump(2) + "\n");
   md += averages_and_plot(rows, points.size(), cfg["tasks"].size(), axes,
                           (fs::path(out) / "grid.png").string());
   md +=
       "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x); colour =\n"
       "KV method, marker = cache mode; hollow = no fp16 KV size recorded, drawn at 16 bits.\n";
-  std::ofstream(fs::path(out) / "grid.md") << md;
-  std::ofstream(fs::path(out) / "grid.csv") << grid_csv(rows, axes);
+  write_file_atomic((fs::path(out) / "grid.md").string(), md);
+  write_file_atomic((fs::path(out) / "grid.csv").string(), grid_csv(rows, axes));
   std::fputs(md.c_str(), stdout);
   if (failures)
     fail("grid: {} of {} runs failed (see {}/grid.json)", failures, results.size(), out);

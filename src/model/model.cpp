@@ -102,6 +102,9 @@ void Model::forward(const ForwardArgs& a, float* logits) {
   const ComputeDType dt = dtype_;
   assert(a.logits.begin >= a.pos0 && a.logits.end <= a.pos0 + n);
   assert(a.write.empty() || (a.write.begin >= a.pos0 && a.write.end <= a.pos0 + n));
+  // Weights are read in place from the mapped checkpoint: a shard rewritten since loading would
+  // give SIGBUS or other weights (util/mmap_file.h). A few fstat calls per forward.
+  ckpt_->check_unchanged();
   PhaseClock clock;
   ForwardProfile& pf = profile_;
   grow(n);
