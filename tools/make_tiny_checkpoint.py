@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
+from atomic_write import atomic_open  # noqa: E402
 
 DEFAULTS = {
     "llada": dict(layers=2, d_model=64, heads=4, kv_heads=4, mlp=128, vocab=128,
@@ -240,7 +241,7 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
         if fn.endswith(".safetensors") or fn == "model.safetensors.index.json":
             os.remove(os.path.join(out, fn))
     st.write_sharded(out, t, n_shards=shards, dtype=dtype, metadata={"format": "pt"})
-    with open(os.path.join(out, "config.json"), "w") as f:
+    with atomic_open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
     return cfg
 

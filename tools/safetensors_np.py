@@ -28,8 +28,12 @@ Public API:
 import json
 import os
 import struct
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from atomic_write import atomic_open  # noqa: E402  (exported models are written crash-safe)
 
 _NP_OF = {
     "F64": np.dtype("<f8"),
@@ -106,7 +110,7 @@ def write_safetensors(path, tensors, metadata=None, dtype=None):
     hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
     pad = (8 - (8 + len(hj)) % 8) % 8
     hj += b" " * pad
-    with open(path, "wb") as f:
+    with atomic_open(path, "wb") as f:
         f.write(struct.pack("<Q", len(hj)))
         f.write(hj)
         for raw in blobs:
@@ -175,7 +179,7 @@ def write_sharded(out_dir, tensors, n_shards=1, dtype=None, metadata=None):
                      for kk, v in h.items() if kk != "__metadata__")
         files.append(fn)
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-    with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+    with atomic_open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
         json.dump(index, f, indent=2)
     return files
 

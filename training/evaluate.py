@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Evaluate an exported model folder (config.json + bf16 model.safetensors) with the PyTorch
-greedy low-confidence decoder: exact match of the `####` number on the synthetic test set.
+"""Evaluate an exported model folder (config.json + bf16 model.safetensors; LLaDA or Dream layout)
+with the PyTorch greedy low-confidence decoder (Dream: on the shifted logits): exact match of the
+`####` number on the synthetic test set. Run with /usr/bin/python3.
 
 Weights are the bf16 values from the file; compute is fp32.
 Usage: python3 training/evaluate.py [--model models/dllmq-synth-tiny] [--data data/synth/test.jsonl]
@@ -16,12 +17,22 @@ import torch
 from tokenizers import Tokenizer
 
 from export import read_safetensors
-from model import Config, LLaDA, Specials, exact_match, final_number, load_jsonl, render_prompt
+from model import Config, Dream, LLaDA, Specials, exact_match, final_number, load_jsonl, render_prompt
 
 
 def load_model(d):
+    """-> (model in eval mode, config.json dict); weights are the file's bf16 values in fp32."""
     with open(os.path.join(d, "config.json")) as f:
         j = json.load(f)
+    if j.get("model_type") == "Dream":
+        assert not j["tie_word_embeddings"]
+        c = Config(vocab_size=j["vocab_size"], d_model=j["hidden_size"], n_heads=j["num_attention_heads"],
+                   n_kv_heads=j["num_key_value_heads"], n_layers=j["num_hidden_layers"],
+                   mlp_hidden_size=j["intermediate_size"], rope_theta=j["rope_theta"], rms_norm_eps=j["rms_norm_eps"],
+                   max_sequence_length=j["max_position_embeddings"], qkv_bias=True, arch="dream")
+        m = Dream(c)
+        m.load_state_dict(read_safetensors(os.path.join(d, "model.safetensors")), strict=True)
+        return m.eval(), j
     assert j["n_kv_heads"] == j["n_heads"] and not j["weight_tying"]
     c = Config(vocab_size=j["embedding_size"], d_model=j["d_model"], n_heads=j["n_heads"],
                n_layers=j["n_layers"], mlp_hidden_size=j["mlp_hidden_size"], rope_theta=j["rope_theta"],
@@ -76,7 +87,7 @@ def main():
     torch.set_num_threads(a.threads)
     model, cfg = load_model(a.model)
     tok = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
-    sp = Specials(tok)
+    sp = Specials(tok, model.c.arch)
     assert (sp.mask, sp.eos) == (cfg["mask_token_id"], cfg["eos_token_id"])
     rows = load_jsonl(a.data)[:a.n]
     t0 = time.time()

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import sys
 
 NAMES_F = ["Mia", "Ava", "Emma", "Lily", "Zoe", "Nora", "Ella", "Ruby", "Lucy", "Sara",
            "Hana", "Iris", "Jade", "Kate", "Lena", "Maya", "Nina", "Olga", "Rosa", "Tara"]
@@ -253,7 +254,9 @@ def generate(seed, n, exclude=frozenset(), distract=False):
 
 
 def write_jsonl(path, rows):
-    with open(path, "w") as f:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+    from atomic_write import atomic_open  # the shipped data set, written crash-safe
+    with atomic_open(path, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
 

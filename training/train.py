@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Train dllmq-synth-tiny: a ~3.4 M-parameter LLaDA-architecture masked-diffusion LM on the
-synthetic word problems (data/synth), with LLaDA's SFT objective.
+synthetic word problems (data/synth), with LLaDA's SFT objective; or, with `--arch dream`,
+dllmq-synth-dream-tiny: the Dream-v0 architecture (GQA 8 query / 2 KV heads, q/k/v biases, untied
+head) trained with Dream's objective (below).
 
 PyTorch: Debian 12 `python3-torch` (1.13, CPU) run with /usr/bin/python3; BLAS via
 update-alternatives -> OpenBLAS (openmp). `tokenizers` from PyPI.
@@ -14,6 +16,15 @@ LLaDA) and averaged over the batch.
 arithmetic twice as fast in a micro-experiment whose question states the operands (training/logs/micro/),
 but on the stories, whose later lines compute from operands in the masked answer, the 1/t weight is what
 let it be learned (model card, runs 16-20); the shipped run uses the LLaDA loss.
+
+Dream objective (`--arch dream`): the same masked-diffusion loss on the same sequence layout
+(Qwen2.5 chat template, answer + <|im_end|> + <|endoftext|> padding), with Dream's logit shift:
+the prediction for masked position i is read from the model's raw output at position i - 1
+(`model.shift_logits`, as every Dream sampler does), so the model keeps the autoregressive
+"hidden state i predicts token i+1" layout Dream inherits from Qwen2.5. The loss weight is the
+continuous-time masked-diffusion ELBO's 1/t, the weight of Dream's objective (its CART token-level
+reweighting is a pretraining device and is not used here). The prompt is non-empty, so position
+i - 1 always exists.
 
 Precision: with --bf16 the matmuls run under CPU bf16 autocast (oneDNN, AVX512-BF16: a step
 takes half the time of fp32 here) with fp32 master weights, AdamW state, RMSNorm, softmax and
@@ -37,14 +48,18 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from model import Config, LLaDA, Specials, exact_match, load_jsonl, render_prompt
+from model import Config, Specials, end_of_turn, exact_match, load_jsonl, make_model, render_prompt, shift_logits
 
 GEN_LEN = 48  # smallest multiple of 16 holding every answer + <|eot_id|> + >= 1 EOS (max is 38)
 
+# dllmq-synth-dream-tiny: Dream-v0 fields at a tiny scale (GQA 4:1, q/k/v biases, eps 1e-6 as Qwen2.5)
+DREAM_CONFIG = dict(d_model=256, n_heads=8, n_kv_heads=2, n_layers=4, mlp_hidden_size=768,
+                    rope_theta=10000.0, rms_norm_eps=1e-6, max_sequence_length=512, qkv_bias=True, arch="dream")
+
 
 def tokenize(tok, rows, sp, gen_len=GEN_LEN):
-    prompts = tok.encode_batch([render_prompt(r["question"]) for r in rows], add_special_tokens=False)
-    answers = tok.encode_batch([r["answer"] + "<|eot_id|>" for r in rows], add_special_tokens=False)
+    prompts = tok.encode_batch([render_prompt(r["question"], sp.arch) for r in rows], add_special_tokens=False)
+    answers = tok.encode_batch([r["answer"] + end_of_turn(sp.arch) for r in rows], add_special_tokens=False)
     data = []
     for p, a in zip(prompts, answers):
         assert len(a.ids) < gen_len, f"answer does not fit gen length {gen_len} with one EOS"
@@ -118,14 +133,19 @@ def main():
     ap.add_argument("--ckpt-every", type=int, default=250)
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--n-val-eval", type=int, default=200)
-    ap.add_argument("--model-dir", default="models/dllmq-synth-tiny")  # tokenizer source
+    ap.add_argument("--arch", choices=["llada", "dream"], default="llada")
+    ap.add_argument("--model-dir", default="", help="tokenizer source (default: models/dllmq-synth-tiny, "
+                    "with --arch dream models/dllmq-synth-dream-tiny)")
     ap.add_argument("--data", default="data/synth")
     ap.add_argument("--train-files", default="train.jsonl",
                     help="comma-separated jsonl files under --data, concatenated (uniform mix by size)")
     ap.add_argument("--val-files", default="validation.jsonl",
                     help="comma-separated; the first is the curve's val_exact_match column")
     ap.add_argument("--init-from", default="", help="start a fresh run (new optimizer and schedule) "
-                    "from this checkpoint's weights: continued training / fine-tuning")
+                    "from this checkpoint's weights (a .pt, or an exported model folder of the same arch): "
+                    "continued training / fine-tuning")
+    ap.add_argument("--init-from-llada", default="", help="--arch dream: start from an exported LLaDA "
+                    "model folder's weights (init_from_llada.py), as Dream-v0 started from Qwen2.5")
     ap.add_argument("--name", default="", help="checkpoint and curve name (default seed{seed})")
     ap.add_argument("--ckpt-dir", default="training/checkpoints")
     ap.add_argument("--log-dir", default="training/logs")
@@ -134,9 +154,13 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     random.seed(a.seed)
-    tok = Tokenizer.from_file(os.path.join(a.model_dir, "tokenizer.json"))
-    sp = Specials(tok)
-    cfg = Config(vocab_size=tok.get_vocab_size())
+    model_dir = a.model_dir or ("models/dllmq-synth-dream-tiny" if a.arch == "dream" else "models/dllmq-synth-tiny")
+    tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+    sp = Specials(tok, a.arch)
+    if a.arch == "dream":  # one embedding row more than the tokenizer has ids, as Dream-v0 has
+        cfg = Config(vocab_size=512, **DREAM_CONFIG)
+    else:
+        cfg = Config(vocab_size=tok.get_vocab_size())
     t0 = time.time()
     train = tokenize(tok, [r for f in a.train_files.split(",") for r in load_jsonl(os.path.join(a.data, f))], sp,
                      a.gen_len)
@@ -144,7 +168,7 @@ def main():
     val_cols = ["val_exact_match"] + ["val_" + f.removesuffix(".jsonl") for f in a.val_files.split(",")[1:]]
     print(f"tokenized {len(train)} train problems in {time.time() - t0:.1f}s", flush=True)
 
-    model = LLaDA(cfg)
+    model = make_model(cfg)
     print(f"params: {sum(p.numel() for p in model.parameters()):,}", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]  # norm weights
@@ -169,8 +193,17 @@ def main():
             csv.writer(f).writerows(rows)
     else:
         if a.init_from:
-            model.load_state_dict(torch.load(a.init_from)["model"])
+            if os.path.isdir(a.init_from):  # an exported model folder (bf16 weights, released names)
+                from evaluate import load_model
+                model.load_state_dict(load_model(a.init_from)[0].state_dict())
+            else:
+                model.load_state_dict(torch.load(a.init_from)["model"])
             print(f"initialised from {a.init_from}", flush=True)
+        if a.init_from_llada:
+            from init_from_llada import init_dream_from_llada
+            assert a.arch == "dream"
+            init_dream_from_llada(model, a.init_from_llada)
+            print(f"initialised from the LLaDA weights in {a.init_from_llada}", flush=True)
         with open(curve, "w") as f:
             csv.writer(f).writerow(["step", "loss", "lr", "elapsed_s"] + val_cols)
 
@@ -188,7 +221,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-            logits = model(xt, valid)
+            logits = shift_logits(model, model(xt, valid))  # Dream: position i from raw i - 1
         ce = F.cross_entropy(logits[masked].float(), x0[masked], reduction="none")
         if a.loss_weight == "inv_t":
             w = (1.0 / p_mask.expand_as(masked))[masked]

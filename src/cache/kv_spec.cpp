@@ -1,5 +1,6 @@
 #include "cache/kv_spec.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -32,10 +33,18 @@ std::vector<std::vector<std::vector<int>>> parse_channels(const std::string& spe
   std::string item;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
-    int l = -1, h = -1, c = -1;
-    char tail = 0;
-    if (std::sscanf(item.c_str(), "%d:%d:%d%c", &l, &h, &c, &tail) != 3)
-      fail("--kv-channels: '{}' is not layer:head:channel", item);
+    // from_chars, not sscanf("%d"): an out-of-range number is an error, not undefined behaviour.
+    int v[3] = {-1, -1, -1};
+    const char* p = item.data();
+    const char* end = p + item.size();
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; ++k) {
+      const auto r = std::from_chars(p, end, v[k]);
+      ok = r.ec == std::errc() && (k < 2 ? r.ptr < end && *r.ptr == ':' : r.ptr == end);
+      p = r.ptr + 1;
+    }
+    if (!ok) fail("--kv-channels: '{}' is not layer:head:channel", item);
+    const int l = v[0], h = v[1], c = v[2];
     if (l < 0 || l >= geo.n_layers || h < 0 || h >= geo.n_kv_heads || c < 0 || c >= geo.head_dim)
       fail("--kv-channels: '{}' outside layers [0, {}), KV heads [0, {}), channels [0, {})", item,
            geo.n_layers, geo.n_kv_heads, geo.head_dim);

@@ -55,8 +55,9 @@ void PositionFisher::compute(const Model& m, std::span<const int32_t> prompt,
   f.ids = ids_;
   terms_ = diffusion_loss_terms(cfg, f, ids_, P, target);
   if (terms_.empty())
-    fail("calibrate: the masked copy has no position the model can predict (Dream's shift needs "
-         "a non-empty prompt)");
+    fail(
+        "calibrate: the masked copy has no position the model can predict (Dream's shift needs "
+        "a non-empty prompt)");
   loss_ = kv_loss_gradient(m, f, terms_, [&](const LayerKvGrad& g) {
     auto& k2 = k2_[g.layer];
     auto& v2 = v2_[g.layer];

@@ -37,18 +37,10 @@ std::string matrix(const float* x, size_t rows, int dim) {
 
 }  // namespace
 
-StateDump::StateDump(const std::string& path) : path_(path), tmp_(path + ".tmp") {
-  f_ = std::fopen(tmp_.c_str(), "w");
-  if (!f_)
-    fail("--dump-states {}: cannot open {} for writing: {}", path, tmp_, std::strerror(errno));
-}
+StateDump::StateDump(const std::string& path)
+    : file_(std::make_unique<AtomicFile>(path)), f_(file_->stream()) {}
 
-StateDump::~StateDump() {
-  if (f_) {
-    std::fclose(f_);
-    std::remove(tmp_.c_str());
-  }
-}
+StateDump::~StateDump() = default;  // an uncommitted AtomicFile removes its temporary
 
 void StateDump::pair(int index, const std::string& trajectory, std::span<const int32_t> prompt,
                      int canvas_len, std::span<const int32_t> target) {
@@ -117,18 +109,17 @@ void StateDump::grads(bool current_forward, const LayerKvGrad& g) {
   fmt::print(f_,
              "{{\"kind\":\"grads\",\"pair\":{},\"forward\":{},\"layer\":{},\"pos\":{},"
              "\"gk\":{},\"gv\":{}}}\n",
-             pair_, current_forward ? forward_ : -1, g.layer, list(g.pos), matrix(g.gk, g.pos.size(), g.kv_dim),
-             matrix(g.gv, g.pos.size(), g.kv_dim));
+             pair_, current_forward ? forward_ : -1, g.layer, list(g.pos),
+             matrix(g.gk, g.pos.size(), g.kv_dim), matrix(g.gv, g.pos.size(), g.kv_dim));
 }
 
 void StateDump::close() {
   if (!f_) return;
-  const bool ok = std::fflush(f_) == 0 && std::ferror(f_) == 0;
-  std::fclose(f_);
   f_ = nullptr;
-  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp_.c_str());
-    fail("--dump-states {}: writing failed: {}", path_, std::strerror(errno));
+  try {
+    file_->commit();
+  } catch (const Error& e) {
+    fail("--dump-states {}", e.what());
   }
 }
 

@@ -18,17 +18,20 @@
 //   grads    {pair, forward, layer, pos, gk, gv}: d loss / d K (pre-RoPE) and d V of every row
 //            that forward read, in the order of its rows line (written before its fisher line)
 // Floats are written with 9 significant digits (float32 round trip). Meant for tiny models: a
-// pair of an 8B model would be gigabytes. Written to FILE.tmp and renamed at close().
+// pair of an 8B model would be gigabytes. Written to a temporary, fsynced and renamed at close()
+// (util/atomic_file.h).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "model/kv_grad.h"
 #include "model/model.h"
+#include "util/atomic_file.h"
 
 namespace dllmq {
 
@@ -55,7 +58,7 @@ class StateDump {
   void close();
 
  private:
-  std::string path_, tmp_;
+  std::unique_ptr<AtomicFile> file_;  // temporary, fsynced and renamed at close()
   std::FILE* f_ = nullptr;
   int pair_ = -1, forward_ = -1;
 };

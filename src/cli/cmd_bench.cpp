@@ -16,6 +16,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
+#include "cli/model_names.h"
 #include "decode/generate.h"
 #include "ops/gemm.h"
 #include "ops/gemm_peak.h"
@@ -208,7 +209,10 @@ void run_bench(const BenchArgs& a) {
 void register_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time generate under each cache mode, side by side");
   auto a = std::make_shared<BenchArgs>();
-  cmd->add_option("-m,--model", a->model, "model directory (default: the embedded model)");
+  cmd->add_option(
+         "-m,--model", a->model,
+         "model directory or short name (synth-llada, synth-dream; default: the embedded model)")
+      ->transform(model_name_transform());
   cmd->add_option("--prompt-length", a->prompt_length, "random prompt tokens")
       ->capture_default_str();
   cmd->add_option("--modes", a->modes, "comma-separated cache modes; the first is the baseline")

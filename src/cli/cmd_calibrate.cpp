@@ -22,6 +22,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
+#include "cli/model_names.h"
 #include "cli/text_codec.h"
 #include "decode/teacher.h"
 #include "eval/calib_pairs.h"
@@ -54,7 +55,7 @@ struct CalibArgs {
   int sensitivity_pairs = 0;
   std::string score_weight = "none";
   std::string fisher;  // --fisher: diffusion | none (default diffusion for kvquant)
-  std::string task;  // --task: --data holds the task's records, converted (eval/calib_pairs.h)
+  std::string task;    // --task: --data holds the task's records, converted (eval/calib_pairs.h)
   eval::PairSourceOptions source;
   std::string dump_states, stats;
 };
@@ -230,7 +231,10 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   art.extra["rank"] = teacher_rank_name(rank);
   if (a.method == "dllm-kvq")
     art.extra["sensitivity_pairs"] =
-        a.no_sensitivity ? "0" : std::to_string(a.sensitivity_pairs > 0 ? std::min<size_t>(a.sensitivity_pairs, pairs.size()) : pairs.size());
+        a.no_sensitivity ? "0"
+                         : std::to_string(a.sensitivity_pairs > 0
+                                              ? std::min<size_t>(a.sensitivity_pairs, pairs.size())
+                                              : pairs.size());
   art.extra["rows_observed"] = std::to_string(tc.rows_observed());
   if (a.method == "kvquant") art.extra["reservoir_rows"] = std::to_string(a.reservoir_rows);
   save_calib_artifact(art, a.out);
@@ -363,7 +367,10 @@ void register_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "calibrate", "Calibrate a quantized KV store (KVQuant thresholds and codebooks) on pairs");
   auto a = std::make_shared<CalibArgs>();
-  cmd->add_option("-m,--model", a->model, "model directory (default: the embedded model)");
+  cmd->add_option(
+         "-m,--model", a->model,
+         "model directory or short name (synth-llada, synth-dream; default: the embedded model)")
+      ->transform(model_name_transform());
   cmd->add_option("--data", a->data,
                   "JSONL pairs: {\"prompt\", \"answer\"} text or {\"prompt_ids\", \"answer_ids\"}; "
                   "with --task, that task's records")

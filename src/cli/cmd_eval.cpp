@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
+#include "cli/model_names.h"
 #include "cli/text_codec.h"
 #include "decode/generate.h"
 #include "eval/data.h"
@@ -27,6 +28,7 @@
 #include "eval/run.h"
 #include "eval/score_only.h"
 #include "eval/task.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
@@ -100,10 +102,7 @@ void score_only(const Args& a, const Task& task, const ScoreEnv& env_in) {
     std::string text;
     for (const auto& s : run.samples)
       text += sample_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    std::FILE* f = std::fopen(a.details.c_str(), "wb");
-    if (!f) fail("--details {}: cannot write", a.details);
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
+    write_file_atomic(a.details, text);
   }
   print_summary(run.summary, a.json);
 }
@@ -312,7 +311,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--math-phase-timeout", a->math_phase_timeout,
                   "math: seconds before a helper that does not answer is killed (default 60)")
       ->group("");
-  cmd->add_option("-m,--model", a->model, "generate with this model directory");
+  cmd->add_option("-m,--model", a->model,
+                  "generate with this model directory or short name (synth-llada, synth-dream)")
+      ->transform(model_name_transform());
   cmd->add_option("--out", a->out, "run directory (samples JSONL, config, summary)");
   cmd->add_option("--limit", a->limit, "only the first N documents");
   cmd->add_option("--shard", a->shard, "i/n: documents with index % n == i");

@@ -9,6 +9,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
+#include "cli/model_names.h"
 #include "cli/text_codec.h"
 #include "decode/generate.h"
 #include "util/error.h"
@@ -152,7 +153,9 @@ void register_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate an answer with diffusion decoding");
   auto a = std::make_shared<Args>();
   cmd->add_option("-m,--model", a->model,
-                  "model directory (default: the embedded dllmq-synth-tiny)");
+                  "model directory or short name (synth-llada, synth-dream; default: the embedded "
+                  "dllmq-synth-tiny)")
+      ->transform(model_name_transform());
   cmd->add_option("-p,--prompt", a->prompt, "prompt text (tokenized with the model's tokenizer)");
   cmd->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, used as given (no BOS added)");
   cmd->add_flag("--chat", a->chat, "wrap --prompt in the model's chat template");

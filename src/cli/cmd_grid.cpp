@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +32,7 @@
 #include "cli/plot_helper.h"
 #include "eval/data.h"
 #include "eval/run.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
@@ -182,9 +184,18 @@ std::string grid_csv(const std::vector<RunRow>& rows, const std::vector<std::str
   return csv;
 }
 
+// The plot's series of a KV setting: its name without a trailing "-<bits>" ("kvquant-ar-2" and
+// "kvquant-ar-4" are one method at two widths, joined by a line from 2 to 4 bits).
+std::string kv_family(const std::string& name) {
+  size_t i = name.size();
+  while (i > 0 && std::isdigit(static_cast<unsigned char>(name[i - 1]))) --i;
+  return i < name.size() && i > 1 && name[i - 1] == '-' ? name.substr(0, i - 1) : name;
+}
+
 // Per grid point: the mean of each task's headline metric (the paper's "average" column), and
 // the plot of it against effective bits (drawn with matplotlib, tools/plot/scatter.py): one
-// colour per value of the "kv" axis (else per point), one marker per value of the "cache" axis.
+// colour per KV method (the "kv" axis value up to its bits, else per point), one marker per
+// value of the "cache" axis.
 std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, size_t n_tasks,
                               const std::vector<std::string>& axes, const std::string& png_path) {
   std::string md;
@@ -200,7 +211,7 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
     for (const auto& r : rows) {
       if (r.point != p) continue;
       name = r.label;
-      series = kv_axis < int(r.values.size()) ? value_text(r.values[kv_axis]) : r.label;
+      series = kv_axis < int(r.values.size()) ? kv_family(value_text(r.values[kv_axis])) : r.label;
       marker = cache_axis < int(r.values.size()) ? "cache " + value_text(r.values[cache_axis]) : "";
       if (!r.ok || !r.headline()) continue;
       ++ok, n += r.n, head += *r.headline(), tps += r.tokens_per_s.value_or(0),
@@ -216,9 +227,9 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
     head /= ok, tps /= ok, nfe /= ok;
     // Runs without a recorded fp16 KV size are drawn hollow at 16 bits (dense store, assumed).
     const bool known = with_bits == ok;
-    md += fmt::format("| average | {} | {} | headline {:.4f} | {} | - | {:.2f} | {:.1f} |\n", name,
-                      n, head, known ? fmt::format("{:.2f}", bits / ok) : std::string("-"), tps,
-                      nfe);
+    md +=
+        fmt::format("| average | {} | {} | headline {:.4f} | {} | - | {:.2f} | {:.1f} |\n", name, n,
+                    head, known ? fmt::format("{:.2f}", bits / ok) : std::string("-"), tps, nfe);
     pts.push_back({{"x", known ? bits / ok : 16.0},
                    {"y", head},
                    {"label", name},
@@ -412,14 +423,14 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
   }
   if (dry_run) return;
   fs::create_directories(out);
-  std::ofstream(fs::path(out) / "grid.json") << results.dump(2) << "\n";
+  write_file_atomic((fs::path(out) / "grid.json").string(), results.dump(2) + "\n");
   md += averages_and_plot(rows, points.size(), cfg["tasks"].size(), axes,
                           (fs::path(out) / "grid.png").string());
   md +=
       "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x); colour =\n"
       "KV method, marker = cache mode; hollow = no fp16 KV size recorded, drawn at 16 bits.\n";
-  std::ofstream(fs::path(out) / "grid.md") << md;
-  std::ofstream(fs::path(out) / "grid.csv") << grid_csv(rows, axes);
+  write_file_atomic((fs::path(out) / "grid.md").string(), md);
+  write_file_atomic((fs::path(out) / "grid.csv").string(), grid_csv(rows, axes));
   std::fputs(md.c_str(), stdout);
   if (failures)
     fail("grid: {} of {} runs failed (see {}/grid.json)", failures, results.size(), out);

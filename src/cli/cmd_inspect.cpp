@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_names.h"
 #include "model/model.h"
 #include "ops/gemm.h"
 
@@ -14,7 +15,9 @@ void register_inspect(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Describe a model directory");
   auto model = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
-  cmd->add_option("-m,--model", *model, "model directory (config.json + safetensors)")->required();
+  cmd->add_option("-m,--model", *model, "model directory (config.json + safetensors)")
+      ->required()
+      ->transform(model_name_transform());
   cmd->add_flag("--json", *as_json, "print one JSON object");
   cmd->callback([=] {
     auto m = Model::load(*model);

@@ -6,6 +6,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/model_names.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -16,7 +17,9 @@ void register_logits(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto ids_s = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
-  cmd->add_option("-m,--model", *model, "model directory")->required();
+  cmd->add_option("-m,--model", *model, "model directory or short name (synth-llada, synth-dream)")
+      ->required()
+      ->transform(model_name_transform());
   cmd->add_option("--ids", *ids_s, "comma-separated token ids")->required();
   cmd->add_flag("--json", *as_json, "print {\"logits\": [[...], ...]}, one row per position");
   cmd->callback([=] {

@@ -57,8 +57,6 @@ void ensure_passive_openmp() {
 
 void run(const Args& a) {
   ensure_passive_openmp();
-  if (a.parallel < 1 || a.parallel > 64) fail("--parallel {}: accepted range is 1..64", a.parallel);
-  if (a.queue < 0) fail("--queue must be >= 0, got {}", a.queue);
   if (!a.gen.trace_cache.empty()) fail("--trace-cache is not available in serve");
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
@@ -86,7 +84,6 @@ void run(const Args& a) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  if (a.batch_wait < 0.0) fail("--batch-wait must be >= 0, got {}", a.batch_wait);
   serve::Engine engine(*model, {a.parallel, a.queue, max_positions, a.batch_wait});
   serve::HttpApi api(*model, codec, engine, {a.gen, dir, max_positions}, name, a.log);
   httplib::Server svr;

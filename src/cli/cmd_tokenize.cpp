@@ -11,6 +11,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/model_names.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -26,6 +27,9 @@ struct TokenizeArgs {
   std::string model, tokenizer, text, text_file, ids, bench, system;
   bool json = false, no_special = false, skip_special = false, chat = false, ids_only = false,
        no_cache = false;
+  // Whether --text / --ids were given: the empty string is valid text (no ids) and an empty
+  // --ids list decodes to empty text, so emptiness cannot mean "absent".
+  bool has_text = false, has_ids = false;
   int repeat = 3;
 };
 
@@ -123,8 +127,8 @@ void run(const TokenizeArgs& a) {
   const auto tok = open_tokenizer(a);
   if (a.no_cache) tok->set_cache_enabled(false);
   if (!a.bench.empty()) return run_bench(*tok, a);
-  if (!a.ids.empty()) {
-    const auto ids = parse_id_list(a.ids, "--ids");
+  if (a.has_ids) {
+    const auto ids = a.ids.empty() ? std::vector<int32_t>{} : parse_id_list(a.ids, "--ids");
     const std::string text = tok->decode(ids, a.skip_special);
     if (a.json)
       std::puts(nlohmann::json{{"ids", ids}, {"text", text}}.dump().c_str());
@@ -132,9 +136,9 @@ void run(const TokenizeArgs& a) {
       std::fwrite(text.data(), 1, text.size(), stdout), std::puts("");
     return;
   }
-  const int n_inputs = !a.text.empty() + !a.text_file.empty();
+  const int n_inputs = a.has_text + !a.text_file.empty();
   if (n_inputs != 1) fail("tokenize: give exactly one of --text, --file, --ids or --bench");
-  std::string text = a.text.empty() ? read_all(a.text_file) : a.text;
+  std::string text = a.has_text ? a.text : read_all(a.text_file);
   if (a.chat) {
     auto fmt_ = chat_format_for(*tok);
     if (!fmt_)
@@ -175,14 +179,15 @@ void register_tokenize(CLI::App& app) {
       app.add_subcommand("tokenize", "Text -> token ids (and back) with a model's tokenizer");
   auto a = std::make_shared<TokenizeArgs>();
   cmd->add_option("-m,--model", a->model,
-                  "model directory (tokenizer.json, vocab.json+merges.txt or *.tiktoken)");
+                  "model directory (tokenizer.json, vocab.json+merges.txt or *.tiktoken)")
+      ->transform(model_name_transform());
   cmd->add_option(
       "--tokenizer", a->tokenizer,
       "tokenizer file instead of a model: tokenizer.json, vocab.json (merges.txt beside it) or a "
       ".tiktoken rank file (Qwen2 pattern and Dream specials)");
-  cmd->add_option("--text", a->text, "text to encode");
+  auto* text_opt = cmd->add_option("--text", a->text, "text to encode (may be empty: no ids)");
   cmd->add_option("--file", a->text_file, "encode the contents of this file");
-  cmd->add_option("--ids", a->ids, "decode these comma-separated ids instead");
+  auto* ids_opt = cmd->add_option("--ids", a->ids, "decode these comma-separated ids instead");
   cmd->add_flag("--skip-special", a->skip_special, "with --ids: drop special tokens");
   cmd->add_flag("--no-special", a->no_special, "encode special-token strings as plain text");
   cmd->add_flag("--chat", a->chat, "wrap the text in the model's chat template first");
@@ -193,9 +198,12 @@ void register_tokenize(CLI::App& app) {
                   "measure single-thread encode MB/s over this file (line by line)");
   cmd->add_flag("--no-cache", a->no_cache,
                 "with --bench: disable the per-word cache (raw BPE speed)");
-  cmd->add_option("--repeat", a->repeat, "with --bench: timed passes (best is reported)")
-      ->check(CLI::PositiveNumber);
-  cmd->callback([a] { run(*a); });
+  cmd->add_option("--repeat", a->repeat, "with --bench: timed passes (best is reported)");
+  cmd->callback([a, text_opt, ids_opt] {
+    a->has_text = text_opt->count() > 0;
+    a->has_ids = ids_opt->count() > 0;
+    run(*a);
+  });
 }
 
 }  // namespace dllmq::cli

@@ -1,8 +1,10 @@
 // dllmq: inference engine for diffusion language models (LLaDA, Dream) with small KV caches.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli/commands.h"
+#include "cli/flag_ranges.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -20,13 +22,21 @@ int main(int argc, char** argv) {
   dllmq::cli::register_calib_report(app);
   dllmq::cli::register_make_pairs(app);
   dllmq::cli::register_serve(app);
+  dllmq::cli::apply_flag_ranges(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a flag error is a user error like any other: status 1.
+    return app.exit(e) == 0 ? 0 : 1;
   } catch (const dllmq::Error& e) {
     std::fprintf(stderr, "dllmq: error: %s\n", e.what());
     return 1;
+  } catch (const std::bad_alloc&) {
+    // Sizes are checked before large allocations (with the bytes needed in the message); an
+    // allocation that still fails is a bug in that checking, reported as such.
+    std::fprintf(stderr, "dllmq: internal error: out of memory (an allocation no size check "
+                         "foresaw failed)\n");
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dllmq: internal error: %s\n", e.what());
     return 2;

@@ -82,16 +82,22 @@ class RecomputeObserver final : public LayerObserver {
 
 }  // namespace
 
-CacheTracer::CacheTracer(const std::string& path, const ModelConfig& cfg) : path_(path) {
-  out_ = std::fopen(path.c_str(), "w");
-  if (out_ == nullptr)
-    fail("--trace-cache {}: cannot open for writing: {}", path, std::strerror(errno));
+CacheTracer::CacheTracer(const std::string& path, const ModelConfig& cfg)
+    : path_(path), file_(std::make_unique<AtomicFile>(path)), out_(file_->stream()) {
   cached_.attn.resize(cfg.n_layers);
   cached_.qd = cfg.n_heads * cfg.head_dim;
 }
 
-CacheTracer::~CacheTracer() {
-  if (out_) std::fclose(out_);
+CacheTracer::~CacheTracer() = default;  // without close() the temporary is removed
+
+void CacheTracer::close() {
+  if (!out_) return;
+  out_ = nullptr;
+  try {
+    file_->commit();
+  } catch (const Error& e) {
+    fail("--trace-cache {}", e.what());
+  }
 }
 
 void CacheTracer::CachedAttn::on_layer(int layer, int, int n, const float*, const float*,
@@ -107,7 +113,6 @@ void CacheTracer::finish_step(Model& m, std::span<const int32_t> canvas, const K
   f.ids = canvas;
   f.observer = &obs;
   m.forward(f, nullptr);  // no logits: only the per-layer tensors are compared
-  std::fflush(out_);
 }
 
 }  // namespace dllmq

@@ -2,16 +2,19 @@
 // layer, the relative L2 error of the reused K and V rows (as held in the store) and of the
 // attention output of the step's query rows. This is the error that exists before any
 // quantization (METHODS.md §0). One JSON object per (forward, layer) line; `step` counts the
-// reveal steps completed before that forward, `nfe` numbers the forward.
+// reveal steps completed before that forward, `nfe` numbers the forward. The file appears at
+// close() (written to a temporary, fsynced and renamed: util/atomic_file.h).
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "cache/kv_store.h"
 #include "model/model.h"
+#include "util/atomic_file.h"
 
 namespace dllmq {
 
@@ -29,6 +32,8 @@ class CacheTracer {
   void finish_step(Model& m, std::span<const int32_t> canvas, const KvStore& store,
                    const std::vector<PosRange>& cached, int q0, int q1, int block, int step,
                    int nfe);
+  // Publishes the trace at its path (throws naming it); without it the trace is discarded.
+  void close();
 
  private:
   struct CachedAttn final : LayerObserver {
@@ -36,8 +41,9 @@ class CacheTracer {
     void on_layer(int layer, int pos0, int n, const float*, const float*, const float* a) override;
     int qd = 0;
   };
-  std::FILE* out_ = nullptr;
   std::string path_;
+  std::unique_ptr<AtomicFile> file_;
+  std::FILE* out_ = nullptr;
   CachedAttn cached_;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -16,6 +17,7 @@
 #include "decode/transfer_schedule.h"
 #include "decode/unmask_policy.h"
 #include "util/error.h"
+#include "util/memory.h"
 
 namespace dllmq {
 
@@ -135,6 +137,7 @@ class Decoder {
     } else {
       block_driver();
     }
+    if (tracer_) tracer_->close();
     GenerateResult r;
     r.tokens.assign(x_.begin() + P_, x_.end());
     r.nfe = nfe_;
@@ -187,6 +190,7 @@ class Decoder {
     f.observer = opt_.observer;
     float* out = logits_for(f.logits.size());
     run_forward(f, out);
+    check_logits(out, f.logits.size());
     ++nfe_;
     note_kv();
     if (opt_.probe) opt_.probe->after_forward(m_, f, out);
@@ -208,10 +212,25 @@ class Decoder {
     f.observer = tracer_ ? tracer_->cached_observer() : opt_.observer;
     float* out = logits_for(f.logits.size());
     run_forward(f, out);
+    check_logits(out, f.logits.size());
     ++nfe_;
     if (opt_.probe) opt_.probe->after_forward(m_, f, out);
     if (tracer_) tracer_->finish_step(m_, x_, *store_, cached, q0, q1, block, steps_, nfe_);
     return out;
+  }
+
+  // Non-finite logits (NaN or inf in the checkpoint's weights, an overflow) would make every
+  // ranking garbage while decoding went on and exited 0; stop with an error instead. One pass
+  // over rows x vocab per forward, small next to the forward itself.
+  void check_logits(const float* p, int rows) const {
+    const size_t n = size_t(rows) * cfg_.vocab_size;
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i]))
+        fail(
+            "{}: the model produced a non-finite logit ({} at row {}, token {}) in forward {}; "
+            "its weights or config.json hold values that do not compute (NaN/inf weights, an "
+            "extreme rope_theta or rms_norm_eps?)",
+            m_.dir(), p[i], i / cfg_.vocab_size, i % cfg_.vocab_size, nfe_ + 1);
   }
 
   void note_kv() {
@@ -371,6 +390,7 @@ class Decoder {
     run_forward(f, out);
     const float w = static_cast<float>(opt_.cfg_scale + 1.0);
     for (size_t i = 0; i < size_t(n) * V; ++i) out[i] = out[i] + w * (cond[i] - out[i]);
+    check_logits(out, n);
     ++nfe_;
     return out;
   }
@@ -507,14 +527,64 @@ class Decoder {
 
 }  // namespace
 
+namespace {
+
+// The options' numbers, for callers that do not come through the command line's range checks
+// (cli/flag_ranges.cpp). Written as "!(inside)" so that NaN, for which every comparison is
+// false, is refused too.
+void validate_options(const GenerateOptions& o) {
+  auto real = [](const char* flag, double v, double lo, double hi, bool lo_open, bool hi_open) {
+    const bool ok =
+        std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+    if (!ok)
+      fail("{} must be a finite number in {}{}, {}{}, got {}", flag, lo_open ? "(" : "[", lo,
+           std::isinf(hi) ? "inf" : fmt::format("{}", hi), hi_open ? ")" : "]", v);
+  };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (o.gen_length <= 0 || o.gen_length > (1 << 24))
+    fail("--gen-length must be in [1, {}], got {}", 1 << 24, o.gen_length);
+  if (o.block_length <= 0) fail("--block-length must be positive, got {}", o.block_length);
+  if (o.steps <= 0) fail("--steps must be positive, got {}", o.steps);
+  if (o.threshold && o.factor) fail("--threshold and --factor are exclusive; give one");
+  if (o.threshold) real("--threshold", *o.threshold, 0, 1, true, false);
+  if (o.factor) real("--factor", *o.factor, 0, kInf, true, true);
+  real("--temperature", o.temperature, 0, kInf, false, true);
+  real("--top-p", o.top_p, 0, 1, true, false);
+  if (o.top_k < 0) fail("--top-k must be >= 0, got {}", o.top_k);
+  real("--alg-temp", o.alg_temp, 0, kInf, false, true);
+  real("--eps", o.eps, 0, 1, false, true);
+  real("--cfg-scale", o.cfg_scale, 0, kInf, false, true);
+}
+
+// Bytes a canvas of P + gen_length positions needs at its peak (canvas ids, the forward's
+// activations over every row, RoPE tables, logits rows, a full-precision KV store), checked
+// against what the process may allocate: a length that cannot fit is refused with the figure,
+// before any allocation turns into std::bad_alloc.
+void check_canvas_memory(const Model& m, size_t P, const GenerateOptions& o) {
+  const ModelConfig& c = m.config();
+  const double N = double(P) + o.gen_length;
+  const double qd = double(c.n_heads) * c.head_dim, kvd = c.kv_dim();
+  const double act = N * (2.0 * c.d_model + 2.0 * qd + 2.0 * kvd + 2.0 * c.mlp_hidden) * 4.0;
+  const double rope = N * c.head_dim * 8.0;
+  const bool whole_canvas = c.arch == Arch::kDream && o.cache == CacheMode::kNone;
+  const double rows = whole_canvas ? N : std::min<double>(N, o.block_length + 1.0);
+  const double logits = rows * c.vocab_size * 4.0 * (o.cfg_scale > 0 ? 3.0 : 1.0);
+  const double kv = o.cache == CacheMode::kNone ? 0.0 : N * c.n_layers * kvd * 2.0 * 4.0;
+  const double need = N * 4.0 + act + rope + logits + kv;
+  const double have = double(usable_memory_bytes());
+  if (need > have)
+    fail(
+        "--gen-length {}: a canvas of {} positions (prompt {} + generation {}) needs about {} "
+        "(activations {}, logits {}, KV cache {}), more than the {} this process may use",
+        o.gen_length, size_t(N), P, o.gen_length, format_bytes(need), format_bytes(act),
+        format_bytes(logits), format_bytes(kv), format_bytes(have));
+}
+
+}  // namespace
+
 void check_generate_options(const GenerateOptions& opt, const ModelConfig& cfg,
                             std::span<const int32_t> prompt) {
-  if (opt.gen_length <= 0) fail("--gen-length must be positive, got {}", opt.gen_length);
-  if (opt.threshold && opt.factor) fail("--threshold and --factor are exclusive; give one");
-  if (opt.threshold && (*opt.threshold <= 0.0 || *opt.threshold > 1.0))
-    fail("--threshold must be in (0, 1], got {}", *opt.threshold);
-  if (opt.factor && *opt.factor <= 0.0) fail("--factor must be positive, got {}", *opt.factor);
-  if (opt.temperature < 0.0) fail("--temperature must be >= 0, got {}", opt.temperature);
+  validate_options(opt);
   const int vocab = cfg.vocab_size;
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)
@@ -545,6 +615,7 @@ void check_generate_options(const GenerateOptions& opt, const ModelConfig& cfg,
 GenerateResult generate(Model& model, std::span<const int32_t> prompt, const GenerateOptions& opt,
                         const StepCallback& on_step) {
   check_generate_options(opt, model.config(), prompt);
+  check_canvas_memory(model, prompt.size(), opt);
   Decoder d(model, prompt, opt, on_step);
   return d.run();
 }

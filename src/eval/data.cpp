@@ -37,14 +37,17 @@ std::string gunzip(const std::string& path) {
 }  // namespace
 
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  const std::string text = path.ends_with(".gz") ? gunzip(path) : read_text_file(path);
+  return parse_jsonl(path.ends_with(".gz") ? gunzip(path) : read_text_file(path), path);
+}
+
+std::vector<nlohmann::json> parse_jsonl(std::string_view text, const std::string& path) {
   std::vector<nlohmann::json> out;
   size_t line_no = 0;
   for (size_t a = 0; a < text.size();) {
     size_t b = text.find('\n', a);
     if (b == std::string::npos) b = text.size();
     ++line_no;
-    const std::string_view line(text.data() + a, b - a);
+    const std::string_view line = text.substr(a, b - a);
     a = b + 1;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     auto j = nlohmann::json::parse(line, nullptr, false);

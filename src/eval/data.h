@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,8 @@ namespace dllmq::eval {
 
 // One object per non-empty line; ".gz" files are decompressed with gzip(1). Errors name file:line.
 std::vector<nlohmann::json> read_jsonl(const std::string& path);
+// The same on text in memory; `path` names it in errors.
+std::vector<nlohmann::json> parse_jsonl(std::string_view text, const std::string& path);
 
 // Reads a whole file (throws naming it).
 std::string read_text_file(const std::string& path);

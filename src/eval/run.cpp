@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "eval/data.h"
 #include "eval/progress.h"
 #include "eval/report.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace dllmq::eval {
@@ -46,10 +49,10 @@ std::string summary_stem(int shard, int num_shards) {
   return num_shards == 1 ? "summary" : fmt::format("summary.{}-of-{}", shard, num_shards);
 }
 
+// Config and summaries replace their previous version whole (util/atomic_file.h): a kill or a
+// full disk leaves the old summary or the new one, never a torn file.
 void write_text(const fs::path& p, const std::string& text) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << text;
-  if (!f) fail("{}: cannot write", p.string());
+  write_file_atomic(p.string(), text);
 }
 
 // Appends one line with a single write() and syncs it, so a kill leaves at most one torn line.
@@ -60,14 +63,20 @@ class LineAppender {
     if (fd_ < 0) fail("{}: cannot open for appending", path);
   }
   ~LineAppender() { ::close(fd_); }
+  // A failed write (a full disk) may leave part of the line: it is the torn last line that
+  // read_samples drops on --resume, and the sample is redone.
   void append(const std::string& line) {
     const std::string buf = line + "\n";
     for (size_t off = 0; off < buf.size();) {
       const ssize_t n = ::write(fd_, buf.data() + off, buf.size() - off);
-      if (n < 0) fail("{}: write failed", path_);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0)
+        fail("{}: write failed: {} (finished samples are kept; rerun with --resume)", path_,
+             std::strerror(errno));
       off += static_cast<size_t>(n);
     }
-    ::fdatasync(fd_);
+    if (::fdatasync(fd_) != 0)
+      fail("{}: fdatasync failed: {} (rerun with --resume)", path_, std::strerror(errno));
   }
 
  private:
@@ -116,6 +125,20 @@ std::string dump(const nlohmann::json& j, int indent = -1) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// A sample record as run_eval writes it: the fields the summary reads have their types (a hand-
+// edited or corrupted file is refused naming its line, never a type_error deep in a summary).
+bool well_formed_sample(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("task_id") || !j["task_id"].is_string()) return false;
+  for (const char* k : {"extracted", "gold", "status", "detail", "group", "kv_method"})
+    if (j.contains(k) && !j[k].is_string()) return false;
+  for (const char* k : {"gen_s", "score_s", "prompt_tokens", "gen_tokens", "nfe", "steps",
+                        "kv_bytes", "kv_bytes_k", "kv_bytes_v", "kv_bytes_fp16", "doc"})
+    if (j.contains(k) && !j[k].is_number()) return false;
+  if (j.contains("correct") && !j["correct"].is_boolean()) return false;
+  if (j.contains("metrics") && !j["metrics"].is_object()) return false;
+  return true;
+}
+
 }  // namespace
 
 std::vector<nlohmann::json> read_samples(const std::string& path, bool repair) {
@@ -130,7 +153,7 @@ std::vector<nlohmann::json> read_samples(const std::string& path, bool repair) {
     ++line_no;
     const std::string_view line(text.data() + a, b - a);
     auto j = nlohmann::json::parse(line, nullptr, false);
-    const bool ok = complete && !j.is_discarded() && j.is_object() && j.contains("task_id");
+    const bool ok = complete && !j.is_discarded() && well_formed_sample(j);
     if (!ok) {
       if (b + 1 < text.size())
         fail("{}:{}: corrupt sample record (not the last line)", path, line_no);
@@ -250,7 +273,13 @@ nlohmann::json merge_runs(const std::vector<std::string>& run_dirs, const std::s
     const fs::path cp = fs::path(d) / "config.json";
     if (!fs::exists(cp)) fail("{}: not a run directory (no config.json)", d);
     const auto c = nlohmann::json::parse(read_text_file(cp.string()), nullptr, false);
-    if (c.is_discarded() || !c.contains("task")) fail("{}: unreadable config", cp.string());
+    const bool metrics_ok = c.is_object() && c.contains("metrics") && c["metrics"].is_array() &&
+                            std::all_of(c["metrics"].begin(), c["metrics"].end(),
+                                        [](const nlohmann::json& m) { return m.is_string(); });
+    if (c.is_discarded() || !c.is_object() || !c.contains("task") || !c["task"].is_string() ||
+        !metrics_ok)
+      fail("{}: unreadable config (needs a string 'task' and a list of metric names 'metrics')",
+           cp.string());
     if (task.empty()) {
       task = c["task"];
       metrics = c["metrics"].get<std::vector<std::string>>();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -21,11 +22,12 @@ std::string layer_key(int l, const char* what) {
   return fmt::format("layers.{}.{}", l, what);
 }
 
-int to_int(const std::string& path, const std::string& key, const std::string& v, int lo, int hi) {
+int64_t to_int(const std::string& path, const std::string& key, const std::string& v, int64_t lo,
+               int64_t hi) {
   try {
     size_t pos = 0;
-    const long x = std::stol(v, &pos);
-    if (pos == v.size() && x >= lo && x <= hi) return int(x);
+    const long long x = std::stoll(v, &pos);
+    if (pos == v.size() && x >= lo && x <= hi) return x;
   } catch (...) {
   }
   fail("{}: metadata '{}' = '{}': expected an integer in [{}, {}]", path, key, v, lo, hi);
@@ -77,7 +79,11 @@ CalibArtifact load_calib_artifact(const std::string& path) {
   } catch (const Error& e) {
     fail("--calib {}: not a calibration artifact ({})", path, e.what());
   }
-  const SafetensorsFile& f = *fp;
+  return parse_calib_artifact(*fp);
+}
+
+CalibArtifact parse_calib_artifact(const SafetensorsFile& f) {
+  const std::string& path = f.path();
   const auto& md = f.metadata();
   auto get = [&](const std::string& k) -> const std::string& {
     auto it = md.find(k);
@@ -100,6 +106,10 @@ CalibArtifact load_calib_artifact(const std::string& path) {
   a.fisher = get("fisher");
   a.bits_k = to_int(path, "kv_bits_k", get("kv_bits_k"), 2, 8);
   a.bits_v = to_int(path, "kv_bits_v", get("kv_bits_v"), 2, 8);
+  // The stores pack 2, 3, 4 or 8 bits (quant/uniform.h); 5-7 would reach them unsupported.
+  for (const int b : {a.bits_k, a.bits_v})
+    if (b != 2 && b != 3 && b != 4 && b != 8)
+      fail("{}: metadata kv_bits_k / kv_bits_v = {}: expected 2, 3, 4 or 8", path, b);
   try {
     a.outlier_percent = std::stod(get("outlier_percent"));
   } catch (...) {
@@ -114,7 +124,7 @@ CalibArtifact load_calib_artifact(const std::string& path) {
   a.n_kv_heads = to_int(path, "n_kv_heads", get("n_kv_heads"), 1, 1 << 16);
   a.head_dim = to_int(path, "head_dim", get("head_dim"), 2, 1 << 16);
   a.n_pairs = to_int(path, "n_pairs", get("n_pairs"), 0, 1 << 30);
-  a.n_tokens = std::stoll(get("n_tokens"));
+  a.n_tokens = to_int(path, "n_tokens", get("n_tokens"), 0, INT64_MAX);
   a.data_hash = get("data_hash");
   static const char* kKnown[] = {
       "format",    "version",         "method",   "trajectory",        "fisher",    "kv_bits_k",
@@ -131,8 +141,9 @@ CalibArtifact load_calib_artifact(const std::string& path) {
     if (t.dtype != DType::kF32) fail("{}: tensor '{}' must be F32", path, key);
     if (want != size_t(-1) && size_t(t.numel()) != want)
       fail("{}: tensor '{}' has {} values, expected {}", path, key, t.numel(), want);
-    const float* p = static_cast<const float*>(t.data);
-    std::vector<float> v(p, p + t.numel());
+    // memcpy: safetensors offsets need not be 4-byte aligned.
+    std::vector<float> v(size_t(t.numel()));
+    if (!v.empty()) std::memcpy(v.data(), t.data, v.size() * sizeof(float));
     for (float x : v)
       if (!std::isfinite(x)) fail("{}: tensor '{}' holds a non-finite value", path, key);
     return v;

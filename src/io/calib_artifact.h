@@ -45,6 +45,9 @@ struct CalibArtifact {
 
 void save_calib_artifact(const CalibArtifact& a, const std::string& path);
 CalibArtifact load_calib_artifact(const std::string& path);
+// The checks of load_calib_artifact on a file already parsed (fuzzing, tests).
+class SafetensorsFile;
+CalibArtifact parse_calib_artifact(const SafetensorsFile& f);
 
 // Throws naming `path` when the artifact was made for another model or geometry.
 void check_calib_matches(const CalibArtifact& a, const std::string& path,

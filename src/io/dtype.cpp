@@ -20,8 +20,8 @@ void to_f32(DType t, const void* src, float* dst, size_t n) {
       return;
     }
     case DType::kF16: {
-      const auto* s = static_cast<const _Float16*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
       return;
     }
   }

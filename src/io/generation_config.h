@@ -17,5 +17,7 @@ struct GenerationDefaults {
 // Reads DIR/generation_config.json; throws naming the file and field when a present field is
 // not a positive integer or the file is not a JSON object.
 GenerationDefaults load_generation_defaults(const std::string& dir);
+// The same checks on the text of a generation_config.json; `path` names it in errors.
+GenerationDefaults parse_generation_defaults(const std::string& text, const std::string& path);
 
 }  // namespace dllmq

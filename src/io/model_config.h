@@ -36,8 +36,13 @@ struct ModelConfig {
   size_t kv_bytes_per_token_fp16() const { return size_t(2) * n_layers * kv_dim() * 2; }
 };
 
-// Reads DIR/config.json; throws naming the field on anything missing or unsupported.
+// Reads DIR/config.json; throws naming the field on anything missing or unsupported. Numeric
+// fields are range-checked (positive geometry, heads dividing d_model, finite positive RoPE base
+// and norm epsilon, token ids inside the vocabulary), and model_type, architectures and the
+// geometry field names must all describe the same architecture.
 ModelConfig load_model_config(const std::string& dir);
+// The same checks on the text of a config.json; `path` names it in errors.
+ModelConfig parse_model_config(const std::string& text, const std::string& path);
 
 const char* arch_name(Arch a);
 

@@ -1,10 +1,7 @@
 #include "model/kv_grad.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "ops/attention.h"
 #include "ops/backward.h"
@@ -155,9 +152,8 @@ class Backprop {
     linear(st.h1.data(), n_, W.k, st.k.data(), 0, dt_);
     linear(st.h1.data(), n_, W.v, st.v.data(), 0, dt_);
     const bool pert_here = pert_ && pert_->layer == l;
-    const int pert_row = pert_here ? int(std::find(pos_.begin(), pos_.end(), pert_->pos) -
-                                         pos_.begin())
-                                   : -1;
+    const int pert_row =
+        pert_here ? int(std::find(pos_.begin(), pos_.end(), pert_->pos) - pos_.begin()) : -1;
     if (pert_row >= n_cached_) {
       float* row = (pert_->value ? st.v : st.k).data() + size_t(pert_row - n_cached_) * kvd_;
       row[pert_->channel] += pert_->delta;

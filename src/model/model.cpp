@@ -105,6 +105,9 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
   const int d = cfg_.d_model, hd = cfg_.head_dim, nh = cfg_.n_heads, nkv = cfg_.n_kv_heads;
   const int kvd = cfg_.kv_dim(), qd = nh * hd, mlp = cfg_.mlp_hidden;
   const ComputeDType dt = dtype_;
+  // Weights are read in place from the mapped checkpoint: a shard rewritten since loading would
+  // give SIGBUS or other weights (util/mmap_file.h). A few fstat calls per forward.
+  ckpt_->check_unchanged();
   PhaseClock clock;
   ForwardProfile& pf = profile_;
   // Canvas c owns rows [row0[c], row0[c] + n_c) of every activation buffer: in canvas order, or

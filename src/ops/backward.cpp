@@ -65,8 +65,8 @@ void linear_backward_input(const float* dy, int n, const Linear& l, float* dx, b
           ldw = in;
         } else {
           for (int r = 0; r < rows; ++r)
-            to_f32(l.w->dtype, base + (size_t(o0 + r) * in + c0) * esz, tile.data() + size_t(r) * cols,
-                   cols);
+            to_f32(l.w->dtype, base + (size_t(o0 + r) * in + c0) * esz,
+                   tile.data() + size_t(r) * cols, cols);
           w = tile.data();
           ldw = cols;
         }

@@ -9,8 +9,8 @@
 
 namespace dllmq {
 
-// y = rmsnorm(x) * w  =>  dx += r * (w*dy) - x * r^3 / d * sum(x * w * dy), r = 1/sqrt(mean(x^2)+eps).
-// Accumulates into dx ([n, d]).
+// y = rmsnorm(x) * w  =>  dx += r * (w*dy) - x * r^3 / d * sum(x * w * dy), r =
+// 1/sqrt(mean(x^2)+eps). Accumulates into dx ([n, d]).
 void rmsnorm_backward(const float* x, int n, int d, const float* w, float eps, const float* dy,
                       float* dx);
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/flag_ranges.h"
 #include "serve/api_error.h"
 
 namespace dllmq::serve {
@@ -36,18 +37,21 @@ const CLI::App& flag_registry() {
 // JSON value -> the one command-line argument the flag's parser reads, checking the JSON type
 // against the flag's (INT, UINT, FLOAT, TEXT or a bool flag).
 std::string argument(const CLI::Option& opt, const std::string& field, const nlohmann::json& v) {
+  // "INT", "UINT", "FLOAT" or "TEXT", with the range appended ("FLOAT:in (0, 1]") where
+  // cli/flag_ranges attached one.
   const std::string type = opt.get_type_name();
+  auto is = [&](const char* t) { return type.rfind(t, 0) == 0; };
   if (opt.get_expected_min() == 0) {
     if (!v.is_boolean()) bad_field(field, "{} must be true or false, got {}", field, v.dump());
     return v.get<bool>() ? "true" : "false";
   }
-  if (type == "INT" || type == "UINT") {
+  if (is("INT") || is("UINT")) {
     if (!v.is_number_integer()) bad_field(field, "{} must be an integer, got {}", field, v.dump());
-    if (type == "UINT" && v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)
+    if (is("UINT") && v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)
       bad_field(field, "{} must be a non-negative integer, got {}", field, v.dump());
     return v.dump();
   }
-  if (type == "FLOAT") {
+  if (is("FLOAT")) {
     if (!v.is_number()) bad_field(field, "{} must be a number, got {}", field, v.dump());
     return v.is_number_float() ? fmt::format("{}", v.get<double>()) : v.dump();
   }
@@ -70,6 +74,7 @@ bool is_decode_field(const std::string& field) {
 void apply_decode_fields(const nlohmann::json& fields, cli::GenerateFlags& flags) {
   CLI::App app;
   cli::add_generate_flags(&app, flags);  // writes only the options that are given
+  cli::apply_flag_ranges(app);           // the command line's ranges (NaN-proof) for fields too
   std::vector<std::string> args;
   for (const auto& [field, v] : fields.items()) {
     const CLI::Option* opt = app.get_option_no_throw(flag_of(field));

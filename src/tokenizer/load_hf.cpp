@@ -1,4 +1,5 @@
 // Loaders for Hugging Face files: tokenizer.json and GPT-2-style vocab.json + merges.txt.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -22,13 +23,16 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-json parse_json(const std::string& path) {
-  const std::string text = read_file(path);
+json parse_json_text(const std::string& text, const std::string& path) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
     fail("{}: malformed JSON (truncated or corrupt file?): {}", path, e.what());
   }
+}
+
+json parse_json(const std::string& path) {
+  return parse_json_text(read_file(path), path);
 }
 
 bool opt_bool(const json& j, const char* key, bool dflt, const std::string& where) {
@@ -41,9 +45,12 @@ bool opt_bool(const json& j, const char* key, bool dflt, const std::string& wher
 // tokens).
 void add_vocab(TokenizerSpec& s, const json& vocab, const std::string& where) {
   if (!vocab.is_object()) fail("{}: \"vocab\" must be an object of token -> id", where);
+  const int64_t max_id = std::min<int64_t>(kMaxTokenId, int64_t(vocab.size()) + kTokenIdSlack);
   for (auto& [tok, v] : vocab.items()) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-      fail("{}: vocab entry '{}': id must be a non-negative integer", where, tok);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > max_id)
+      fail("{}: vocab entry '{}': id {} is not an integer in [0, {}] (ids are dense: below the "
+           "{} entries + {})",
+           where, tok, v.dump(), max_id, vocab.size(), kTokenIdSlack);
     const int32_t id = static_cast<int32_t>(v.get<int64_t>());
     if (auto bytes = byte_level_decode(tok)) {
       s.bpe->add_token(id, std::move(*bytes));
@@ -96,8 +103,10 @@ AddedToken parse_added(const json& t, const std::string& where) {
   AddedToken a;
   a.content = t["content"].get<std::string>();
   if (t.contains("id")) {
-    if (!t["id"].is_number_integer() || t["id"].get<int64_t>() < 0)
-      fail("{}: added token '{}': \"id\" must be a non-negative integer", where, a.content);
+    if (!t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 ||
+        t["id"].get<int64_t>() > kMaxTokenId)
+      fail("{}: added token '{}': \"id\" {} is not an integer in [0, {}]", where, a.content,
+           t["id"].dump(), kMaxTokenId);
     a.id = static_cast<int32_t>(t["id"].get<int64_t>());
   }
   a.special = opt_bool(t, "special", false, where);
@@ -144,7 +153,13 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
 // `extra`: tokens (from tokenizer_config.json) added when their id is not already a token.
 std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path,
                                                      const std::vector<AddedToken>& extra) {
-  const json j = parse_json(path);
+  return load_tokenizer_json_text(read_file(path), path, extra);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_json_text(const std::string& text,
+                                                    const std::string& path,
+                                                    const std::vector<AddedToken>& extra) {
+  const json j = parse_json_text(text, path);
   if (!j.is_object()) fail("{}: expected a JSON object at the top level", path);
   auto s = std::make_unique<TokenizerSpec>();
   s->source = path;
@@ -216,13 +231,22 @@ std::unique_ptr<Tokenizer> load_tokenizer_json_extra(const std::string& path,
 std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path,
                                              const std::string& merges_path,
                                              const std::vector<AddedToken>& added) {
-  const json vocab = parse_json(vocab_path);
+  const std::string vocab_text = read_file(vocab_path);
+  return load_vocab_merges_text(vocab_text, read_file(merges_path), vocab_path, merges_path,
+                                added);
+}
+
+std::unique_ptr<Tokenizer> load_vocab_merges_text(const std::string& vocab_text,
+                                                  const std::string& merges_text,
+                                                  const std::string& vocab_path,
+                                                  const std::string& merges_path,
+                                                  const std::vector<AddedToken>& added) {
+  const json vocab = parse_json_text(vocab_text, vocab_path);
   auto s = std::make_unique<TokenizerSpec>();
   s->source = vocab_path + " + " + merges_path;
   add_vocab(*s, vocab, vocab_path);
 
-  std::ifstream f(merges_path, std::ios::binary);
-  if (!f) fail("{}: cannot open file", merges_path);
+  std::istringstream f(merges_text);
   std::string line;
   uint32_t rank = 0;
   for (size_t lineno = 1; std::getline(f, line); ++lineno) {
@@ -259,9 +283,9 @@ std::vector<AddedToken> read_added_tokens_decoder(const std::string& path) {
     try {
       size_t used = 0;
       a.id = std::stoi(k, &used);
-      if (used != k.size() || a.id < 0) throw std::invalid_argument(k);
+      if (used != k.size() || a.id < 0 || a.id > kMaxTokenId) throw std::invalid_argument(k);
     } catch (const std::exception&) {
-      fail("{}: key must be a token id", w);
+      fail("{}: key must be a token id in [0, {}]", w, kMaxTokenId);
     }
     out.push_back(std::move(a));
   }

@@ -1,5 +1,7 @@
 // tiktoken rank files (`base64(token bytes) rank` per line) with the Qwen2 pattern, as Dream uses.
+#include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <unordered_set>
 
 #include "tokenizer/tokenizer_spec.h"
@@ -67,8 +69,19 @@ std::vector<AddedToken> qwen_special_tokens() {
 
 std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path,
                                          const std::vector<AddedToken>& specials) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open file", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_tiktoken_text(text.str(), path, specials);
+}
+
+std::unique_ptr<Tokenizer> load_tiktoken_text(const std::string& text, const std::string& path,
+                                              const std::vector<AddedToken>& specials) {
+  std::istringstream f(text);
+  // Ranks are dense: below the number of lines + kTokenIdSlack (tokenizer.h).
+  const int64_t max_rank = std::min<int64_t>(
+      kMaxTokenId, int64_t(std::count(text.begin(), text.end(), '\n')) + 1 + kTokenIdSlack);
   auto s = std::make_unique<TokenizerSpec>();
   s->source = path;
   std::unordered_set<int32_t> ranks;
@@ -93,9 +106,10 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path,
     } catch (const std::exception&) {
       rank = -1;
     }
-    if (rank < 0 || rank > INT32_MAX)
-      fail("{}:{}: rank field '{}' is not a non-negative integer", path, lineno,
-           rank_s.substr(0, 40));
+    if (rank < 0 || rank > max_rank)
+      fail("{}:{}: rank field '{}' is not an integer in [0, {}] (ranks are dense: below the "
+           "number of lines + {})",
+           path, lineno, rank_s.substr(0, 40), max_rank, kTokenIdSlack);
     if (!ranks.insert(static_cast<int32_t>(rank)).second)
       fail("{}:{}: duplicate rank {}", path, lineno, rank);
     if (s->bpe->find(*bytes)) fail("{}:{}: duplicate token (rank {})", path, lineno, rank);

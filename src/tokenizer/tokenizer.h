@@ -24,6 +24,14 @@ struct AddedToken {
   bool single_word = false;  // only matched when not inside a word
 };
 
+// Token ids index dense tables (id -> bytes, id -> added token), so a file's ids are bounded
+// where they are read: an id of 2^31 - 1 in a 100-byte file would otherwise allocate tens of GB.
+// Real vocabularies have ids below 2^18; 2^24 leaves room. Model (BPE) ids must moreover be
+// dense, below the number of entries + kTokenIdSlack, so the id -> bytes table stays
+// proportional to the file (fuzz_vocab_merges: one id of 9.6M in a 12 KB file took seconds).
+constexpr int64_t kMaxTokenId = (int64_t(1) << 24) - 1;
+constexpr int64_t kTokenIdSlack = 1 << 16;
+
 struct TokenizerSpec;  // internal: built by the loaders (tokenizer/tokenizer_spec.h)
 
 class Tokenizer {
@@ -66,6 +74,19 @@ std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path,
 std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path,
                                              const std::string& merges_path,
                                              const std::vector<AddedToken>& added = {});
+
+// The same loaders on file contents already in memory (fuzzing, tests); the path arguments only
+// name the inputs in errors.
+std::unique_ptr<Tokenizer> load_tokenizer_json_text(const std::string& text,
+                                                    const std::string& path,
+                                                    const std::vector<AddedToken>& extra = {});
+std::unique_ptr<Tokenizer> load_tiktoken_text(const std::string& text, const std::string& path,
+                                              const std::vector<AddedToken>& specials);
+std::unique_ptr<Tokenizer> load_vocab_merges_text(const std::string& vocab_text,
+                                                  const std::string& merges_text,
+                                                  const std::string& vocab_path,
+                                                  const std::string& merges_path,
+                                                  const std::vector<AddedToken>& added = {});
 
 // Dream / Qwen2.5 specials 151643..151666 (<|endoftext|> ... <|mask|>).
 std::vector<AddedToken> qwen_special_tokens();

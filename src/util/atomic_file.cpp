@@ -12,46 +12,83 @@
 
 namespace dllmq {
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
+namespace {
+
+std::string dir_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  const std::string dir = dir_of(path_);
+  tmp_ = (std::filesystem::path(dir) /
+          ("." + std::filesystem::path(path_).filename().string() + ".tmpXXXXXX"))
+             .string();
+  const int fd = ::mkstemp(tmp_.data());
   if (fd < 0)
-    fail("{}: cannot create a temporary file in {}: {}", path, dir.string(), std::strerror(errno));
-  auto cleanup_fail = [&](const char* what) {
+    fail("{}: cannot create a temporary file in {}: {}", path_, dir, std::strerror(errno));
+  f_ = ::fdopen(fd, "wb");
+  if (!f_) {
     const int e = errno;
     ::close(fd);
-    ::unlink(tmp.c_str());
-    fail("{}: {} failed: {}", path, what, std::strerror(e));
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      cleanup_fail("write");
-    }
-    done += size_t(w);
+    ::unlink(tmp_.c_str());
+    fail("{}: cannot open a stream: {}", path_, std::strerror(e));
   }
-  if (::fchmod(fd, 0644) != 0) cleanup_fail("chmod");
-  if (::fsync(fd) != 0) cleanup_fail("fsync");
-  if (::close(fd) != 0) {
+}
+
+AtomicFile::~AtomicFile() {
+  if (f_) {
+    std::fclose(f_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void AtomicFile::abandon(const char* what, int err) {
+  if (f_) std::fclose(f_);
+  f_ = nullptr;
+  ::unlink(tmp_.c_str());
+  fail("{}: {} failed: {} (the previous file, if any, is unchanged)", path_, what,
+       std::strerror(err));
+}
+
+void AtomicFile::write(std::string_view bytes) {
+  if (!f_) fail("{}: write after commit", path_);
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size())
+    abandon("write", errno);
+}
+
+void AtomicFile::commit() {
+  if (!f_) fail("{}: committed twice", path_);
+  if (std::fflush(f_) != 0 || std::ferror(f_)) abandon("write", errno ? errno : EIO);
+  const int fd = ::fileno(f_);
+  if (::fchmod(fd, 0644) != 0) abandon("chmod", errno);
+  if (::fsync(fd) != 0) abandon("fsync", errno);
+  const int rc = std::fclose(f_);
+  f_ = nullptr;
+  if (rc != 0) {
     const int e = errno;
-    ::unlink(tmp.c_str());
-    fail("{}: close failed: {}", path, std::strerror(e));
+    ::unlink(tmp_.c_str());
+    fail("{}: close failed: {} (the previous file, if any, is unchanged)", path_,
+         std::strerror(e));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int e = errno;
-    ::unlink(tmp.c_str());
-    fail("{}: rename from {} failed: {}", path, tmp, std::strerror(e));
+    ::unlink(tmp_.c_str());
+    fail("{}: rename from {} failed: {}", path_, tmp_, std::strerror(e));
   }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  const int dfd = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     ::fsync(dfd);  // best effort: the rename itself is durable once the directory is
     ::close(dfd);
   }
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  AtomicFile f(path);
+  f.write(bytes);
+  f.commit();
 }
 
 }  // namespace dllmq

@@ -18,3 +18,15 @@ class Results:
             self.fail_names.append(name)
             print("FAIL %s %s" % (name, detail))
         sys.stdout.flush()
+
+
+def run_all(res, checks):
+    """Runs each check (a callable taking no arguments); an exception is a failed check, not
+    an abort. Prints the closing 'N passed, N failed' line and returns the exit status."""
+    for check in checks:
+        try:
+            check()
+        except Exception as e:  # noqa: BLE001
+            res.check("exception", False, repr(e))
+    print(f"{res.passed} passed, {res.failed} failed")
+    return 1 if res.failed else 0

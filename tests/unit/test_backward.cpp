@@ -32,7 +32,8 @@ TEST_P(LinearBackwardTest, EqualsDyTimesW) {
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < in; ++c) {
       double want = accumulate ? start[size_t(i) * in + c] : 0.0;
-      for (int o = 0; o < out; ++o) want += double(dy[size_t(i) * out + o]) * w.at(size_t(o) * in + c);
+      for (int o = 0; o < out; ++o)
+        want += double(dy[size_t(i) * out + o]) * w.at(size_t(o) * in + c);
       worst = std::max(worst, std::fabs(want - dx[size_t(i) * in + c]));
     }
   EXPECT_LT(worst, 1e-4);

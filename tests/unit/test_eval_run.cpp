@@ -60,6 +60,32 @@ TEST(EvalRun, TornLastLineIsDroppedAndCutOff) {
   }
 }
 
+// Fields the summary reads with their types (issue 16): a record whose task_id is a number or
+// whose "correct" is a string used to throw nlohmann's type_error ("internal error").
+TEST(EvalRun, ReadSamplesChecksFieldTypes) {
+  const fs::path d = temp_dir("types");
+  const fs::path f = d / "samples.jsonl";
+  for (const char* bad : {R"({"task_id": 0})", R"({"task_id": "0", "correct": "yes"})",
+                          R"({"task_id": "0", "gen_s": "1"})", R"({"task_id": "0", "metrics": 1})"}) {
+    write(f, std::string(bad) + "\n{\"task_id\": \"1\"}\n");
+    try {
+      read_samples(f.string(), false);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("samples.jsonl:1: corrupt sample record"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  write(d / "config.json", R"({"task": 7, "metrics": []})");
+  try {
+    merge_runs({d.string()}, "");
+    ADD_FAILURE() << "accepted a config whose task is not a string";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unreadable config"), std::string::npos) << e.what();
+  }
+}
+
 TEST(EvalRun, MergeCountsDuplicatesOnce) {
   const fs::path d = temp_dir("merge");
   write(d / "config.json", R"({"task": "gsm8k", "metrics": ["strict_match", "flexible_extract"]})");

@@ -9,6 +9,7 @@
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "test_util.h"
 #include "util/error.h"
 
 namespace dllmq {
@@ -16,48 +17,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("dllmq_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
+using test_util::TempDir;
+using test_util::write_bytes;
 
- private:
-  fs::path path_;
-  static inline int counter_ = 0;
-};
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// header JSON + `data_len` zero bytes of data.
-std::string safetensors_bytes(const std::string& header, size_t data_len,
-                              int64_t len_override = -1) {
-  uint64_t n = len_override >= 0 ? uint64_t(len_override) : header.size();
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + header + std::string(data_len, '\0');
-}
-
-// Expects `fn` to throw dllmq::Error whose message contains every fragment.
-template <typename F>
-void expect_error(F fn, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    FAIL() << "no error thrown";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& f : fragments)
-      EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
-  }
-}
+using test_util::safetensors_bytes;
+using test_util::expect_error;
 
 TEST(Safetensors, ReadsValidFile) {
   TempDir d;

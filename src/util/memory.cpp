@@ -1,0 +1,32 @@
+#include "util/memory.h"
+
+#include <sys/resource.h>
+#include <sys/sysinfo.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace dllmq {
+
+uint64_t usable_memory_bytes() {
+  uint64_t total = UINT64_MAX;
+  struct sysinfo si {};
+  if (::sysinfo(&si) == 0)
+    total = (uint64_t(si.totalram) + uint64_t(si.totalswap)) * uint64_t(si.mem_unit);
+  for (const int res : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit rl {};
+    if (::getrlimit(res, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      total = std::min<uint64_t>(total, rl.rlim_cur);
+  }
+  return total;
+}
+
+std::string format_bytes(double bytes) {
+  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
+  if (bytes >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
+  if (bytes >= 1024.0) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+}  // namespace dllmq
