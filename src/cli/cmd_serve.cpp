@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
+#include "cli/model_names.h"
 #include "cli/text_codec.h"
 #include "ops/gemm.h"
 #include "serve/engine.h"
@@ -129,7 +130,9 @@ void register_serve(CLI::App& app) {
       "serve", "OpenAI-compatible HTTP server with denoising-step streaming and batched decoding");
   auto a = std::make_shared<Args>();
   cmd->add_option("-m,--model", a->model,
-                  "model directory (default: the embedded dllmq-synth-tiny)");
+                  "model directory or embedded short name synth-llada | synth-dream (default: "
+                  "the embedded dllmq-synth-tiny)")
+      ->transform(model_name_transform());
   cmd->add_option("--host", a->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a->port, "port (0: any free port, printed at start)")
       ->capture_default_str();
