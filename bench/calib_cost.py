@@ -26,6 +26,7 @@ Prints a Markdown table and writes results.json in --work.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -130,18 +131,28 @@ def main(argv=None):
         "dllm-kvq-trace": ["--method", "dllm-kvq"],
         "dllm-kvq-trace-nosens": ["--method", "dllm-kvq", "--no-sensitivity"],
     }
-    res = {}
+    # Finished runs are kept in partial.json and skipped on a rerun; the binary is copied first, so
+    # a rebuild during the hour this takes cannot pull it away.
+    partial = os.path.join(a.work, "partial.json")
+    res = json.load(open(partial)) if os.path.exists(partial) else {}
+    exe = os.path.join(a.work, "dllmq")
+    shutil.copy2(a.dllmq, exe)
     for layers in (1, 2):
         d = os.path.join(a.work, "llada8b_shape_%dl" % layers)
         write_checkpoint(d, layers)
         weight_bytes = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d) if x.endswith(".safetensors"))
         for name, extra in configs.items():
-            cmd = [a.dllmq, "calibrate", "-m", d, "--data", pairs, "--trajectory", "trace", "--cache", "dual",
+            if "%s/%d" % (name, layers) in res:
+                continue
+            cmd = [exe, "calibrate", "-m", d, "--data", pairs, "--trajectory", "trace", "--cache", "dual",
                    "--gen-length", str(a.gen_length), "--block-length", str(a.block_length), "--steps", str(a.steps),
                    "--kv-bits", "2", "--threads", str(a.threads), "--out", os.path.join(a.work, "out.safetensors")] + extra
             r = run(cmd)
             r["weight_mib"] = weight_bytes / 2 ** 20
             res["%s/%d" % (name, layers)] = r
+            with open(partial + ".tmp", "w") as f:
+                json.dump(res, f, indent=1)
+            os.replace(partial + ".tmp", partial)
             print("%-24s layers %d: wall %.1f s, CPU %.1f s, peak RSS %.0f MiB (weights %.0f MiB)" %
                   (name, layers, r["wall_s"], r["cpu_s"], r["rss_mib"], r["weight_mib"]), flush=True)
     L = 32

@@ -417,8 +417,7 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--sensitivity-pairs", a->sensitivity_pairs,
                   "dllm-kvq: run the output-level pass (one extra forward per layer and cached "
                   "step) on the first N pairs only; 0 = every pair")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str();
   add_generate_flags(cmd, a->gen);
   cmd->add_option("--outlier-percent", a->outlier_percent,
                   "share of K/V values kept as sparse fp16 outliers (percentiles p/2, 100-p/2)")

@@ -49,12 +49,14 @@ std::string value_text(const nlohmann::json& v) {
   return v.dump();
 }
 
-// Directory-name-safe "k=v,k=v" label of one grid point.
+// Directory-name-safe "k=v,k=v" label of one grid point. Single-valued axes are left out (the
+// same everywhere), except "model": `-m` narrows that axis to one model, and its runs must not
+// land in the directories of another model's.
 std::string label(const std::vector<std::pair<std::string, nlohmann::json>>& point,
                   const nlohmann::json& grid) {
   std::string s;
   for (const auto& [k, v] : point) {
-    if (grid.at(k).size() < 2) continue;  // single-valued axes are the same everywhere
+    if (grid.at(k).size() < 2 && k != "model") continue;
     s += (s.empty() ? "" : ",") + k + "=" + (v.is_null() ? "off" : value_text(v));
   }
   for (char& c : s)
@@ -203,7 +205,7 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
   const auto axis = [&](const char* name) {
     return int(std::find(axes.begin(), axes.end(), name) - axes.begin());
   };
-  const int kv_axis = axis("kv"), cache_axis = axis("cache");
+  const int kv_axis = axis("kv"), cache_axis = axis("cache"), model_axis = axis("model");
   for (size_t p = 0; p < n_points; ++p) {
     std::string name, series, marker;
     double head = 0, tps = 0, nfe = 0, bits = 0;
@@ -213,6 +215,8 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
       name = r.label;
       series = kv_axis < int(r.values.size()) ? kv_family(value_text(r.values[kv_axis])) : r.label;
       marker = cache_axis < int(r.values.size()) ? "cache " + value_text(r.values[cache_axis]) : "";
+      if (model_axis < int(r.values.size()))
+        marker += (marker.empty() ? "" : ", ") + value_text(r.values[model_axis]);
       if (!r.ok || !r.headline()) continue;
       ++ok, n += r.n, head += *r.headline(), tps += r.tokens_per_s.value_or(0),
           nfe += r.mean_nfe.value_or(0);
@@ -273,34 +277,6 @@ nlohmann::json with_out(const nlohmann::json& v, const std::string& out) {
   return v;
 }
 
-// Calibration artifacts the grid needs ("calibrate": [{"out": FILE, "args": [...]}, ...]),
-// made with `dllmq calibrate ARGS --out FILE` unless FILE already exists.
-void run_calibrations(const nlohmann::json& cfg, const std::string& cfg_path, bool dry_run) {
-  if (!cfg.contains("calibrate")) return;
-  for (const auto& c : cfg["calibrate"]) {
-    if (!c.is_object() || !c.contains("out") || !c["out"].is_string())
-      fail("{}: each \"calibrate\" entry needs \"out\" and \"args\"", cfg_path);
-    const std::string out = c["out"];
-    std::vector<std::string> argv = {"dllmq", "calibrate"};
-    if (cfg.contains("model")) add_flag(argv, "model", cfg["model"], cfg_path);
-    for (const auto& a : c.value("args", nlohmann::json::array())) argv.push_back(value_text(a));
-    argv.push_back("--out");
-    argv.push_back(out);
-    std::string shown;
-    for (size_t i = 1; i < argv.size(); ++i) shown += (i > 1 ? " " : "") + argv[i];
-    if (fs::exists(out)) {
-      fmt::print(stderr, "dllmq grid: {} exists, not recalibrated\n", out);
-      continue;
-    }
-    fmt::print(stderr, "dllmq grid: {}\n", shown);
-    if (dry_run) continue;
-    if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
-    const std::string log = out + ".log";
-    if (const int rc = run_child(argv, log); rc != 0)
-      fail("grid: calibration for {} failed (exit {}; see {})", out, rc, log);
-  }
-}
-
 // "{axis}" in a bundle's string values stands for that axis's value at this point, so one
 // bundle can name e.g. the artifact calibrated for the point's cache mode.
 nlohmann::json substitute(const nlohmann::json& v,
@@ -316,13 +292,64 @@ nlohmann::json substitute(const nlohmann::json& v,
   return s;
 }
 
+// Calibration artifacts the grid needs ("calibrate": [{"out": FILE, "args": [...]}, ...]),
+// made with `dllmq calibrate ARGS --out FILE` unless FILE already exists. With a "model" grid
+// axis every entry is made once per model, "{model}" in its strings standing for the model
+// (so "out" must contain it: artifacts are model-specific).
+void run_calibrations(const nlohmann::json& cfg, const std::string& cfg_path, bool dry_run) {
+  if (!cfg.contains("calibrate")) return;
+  std::vector<nlohmann::json> models;  // null: the config's "model" (or the embedded one)
+  const bool model_axis = cfg.contains("grid") && cfg["grid"].contains("model");
+  if (model_axis)
+    for (const auto& m : cfg["grid"]["model"]) models.push_back(m);
+  else
+    models.push_back(cfg.contains("model") ? cfg["model"] : nlohmann::json());
+  for (const auto& c : cfg["calibrate"]) {
+    if (!c.is_object() || !c.contains("out") || !c["out"].is_string())
+      fail("{}: each \"calibrate\" entry needs \"out\" and \"args\"", cfg_path);
+    if (model_axis && c["out"].get<std::string>().find("{model}") == std::string::npos)
+      fail("{}: with a \"model\" grid axis each calibrate \"out\" needs \"{{model}}\"", cfg_path);
+    for (const auto& model : models) {
+      const std::vector<std::pair<std::string, nlohmann::json>> at = {{"model", model}};
+      const std::string out = model.is_null() ? c["out"].get<std::string>()
+                                              : substitute(c["out"], at).get<std::string>();
+      std::vector<std::string> argv = {"dllmq", "calibrate"};
+      add_flag(argv, "model", model, cfg_path);
+      for (const auto& a : c.value("args", nlohmann::json::array()))
+        argv.push_back(value_text(model.is_null() ? a : substitute(a, at)));
+      argv.push_back("--out");
+      argv.push_back(out);
+      std::string shown;
+      for (size_t i = 1; i < argv.size(); ++i) shown += (i > 1 ? " " : "") + argv[i];
+      if (fs::exists(out)) {
+        fmt::print(stderr, "dllmq grid: {} exists, not recalibrated\n", out);
+        continue;
+      }
+      fmt::print(stderr, "dllmq grid: {}\n", shown);
+      if (dry_run) continue;
+      if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
+      const std::string log = out + ".log";
+      if (const int rc = run_child(argv, log); rc != 0)
+        fail("grid: calibration for {} failed (exit {}; see {})", out, rc, log);
+    }
+  }
+}
+
 void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& over) {
   auto cfg = nlohmann::json::parse(eval::read_text_file(cfg_path), nullptr, false);
   if (cfg.is_discarded() || !cfg.is_object()) fail("{}: not a JSON object", cfg_path);
   if (!over.out.empty()) cfg["out"] = over.out;
-  if (!over.model.empty()) cfg["model"] = over.model;
+  if (!over.model.empty()) {
+    if (cfg.contains("grid") && cfg["grid"].is_object() && cfg["grid"].contains("model"))
+      cfg["grid"]["model"] = nlohmann::json::array({over.model});  // -m: that model only
+    else
+      cfg["model"] = over.model;
+  }
   if (!cfg.contains("out") || !cfg["out"].is_string())
     fail("{}: needs \"out\" (base run directory) or --out", cfg_path);
+  if (cfg.contains("model") && cfg.contains("grid") && cfg["grid"].is_object() &&
+      cfg["grid"].contains("model"))
+    fail("{}: give the model either as \"model\" or as a \"model\" grid axis, not both", cfg_path);
   if (cfg.value("requires_model", false) && !cfg.contains("model"))
     fail("{}: this grid runs a model you give: add -m MODEL_DIR (and --out DIR per model)",
          cfg_path);

@@ -44,6 +44,7 @@ const std::vector<std::pair<const char*, Range>>& table() {
       {"--prompt-length", {true, 1, kMaxLen}},
       {"--repeat", {true, 1, 1000}},
       // calibrate
+      {"--sensitivity-pairs", {true, 0, std::numeric_limits<int>::max()}},  // 0 = every pair
       {"--budget", {false, 0, 1}},
       {"--budget-floor", {false, 0, 1}},
       {"--budget-cap", {false, 1, kInf}},

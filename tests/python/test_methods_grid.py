@@ -3,10 +3,12 @@
 
     test_methods_grid.py --dllmq build/dllmq --workdir DIR
 
-Rewrites the shipped grid config to 3 calibration pairs per artifact and 6 test problems per
+Rewrites the shipped grid config to 3 calibration pairs per artifact and 4 test problems per
 cell (same methods, bits and cache modes), runs `dllmq grid` on the embedded model, and checks:
 every calibration artifact was made and loads in `calib-report`, every cell ran, the table has
-all 26 cells and their averages, effective bits fall as bits fall, and grid.png was drawn.
+all 26 cells of both embedded models (synth-llada, synth-dream: the grid's "model" axis, one set
+of artifacts per model) and their averages, effective bits fall as bits fall, and grid.png was
+drawn.
 Then reruns the grid and checks finished cells and artifacts are skipped.
 Last line "N passed, N failed".
 """
@@ -34,8 +36,7 @@ def small_config(work):
         if "calib" in b:
             b["calib"] = b["calib"].replace("{out}/calib", cal)
     cfg["out"] = out
-    cfg["tasks"][0]["limit"] = 6
-    cfg["model"] = os.path.join(ROOT, cfg["model"])
+    cfg["tasks"][0]["limit"] = 4
     cfg["tasks"][0]["data"] = os.path.join(ROOT, cfg["tasks"][0]["data"])
     for c in cfg["calibrate"]:
         i = c["args"].index("--data")
@@ -79,18 +80,22 @@ def main():
     run = subprocess.run([a.dllmq, "grid", "--config", path], capture_output=True, text=True,
                          timeout=3000)
     res.check("grid-runs", run.returncode == 0, run.stderr[-800:] if run.returncode else "")
+    models = cfg["grid"]["model"]
     for c in cfg["calibrate"]:
-        ok = os.path.exists(c["out"])
-        rep = subprocess.run([a.dllmq, "calib-report", c["out"]], capture_output=True, text=True)
-        res.check("calibrated " + os.path.basename(c["out"]), ok and rep.returncode == 0,
-                  rep.stderr[-300:])
+        for model in models:  # one artifact per model
+            out = c["out"].replace("{model}", model)
+            ok = os.path.exists(out)
+            rep = subprocess.run([a.dllmq, "calib-report", out], capture_output=True, text=True)
+            res.check("calibrated %s/%s" % (model, os.path.basename(out)), ok and rep.returncode == 0,
+                      rep.stderr[-300:])
     md = open(os.path.join(cfg["out"], "grid.md")).read() if os.path.exists(
         os.path.join(cfg["out"], "grid.md")) else ""
     names = [b["name"] for b in cfg["grid"]["kv"]]
     for cache in cfg["grid"]["cache"]:
         for n in names:
-            label = f"cache={cache},kv={n}"
-            res.check("cell " + label, f"| synth | {label} |" in md and f"| average | {label} |" in md)
+            for model in models:
+                label = f"cache={cache},kv={n},model={model}"
+                res.check("cell " + label, f"| synth | {label} |" in md and f"| average | {label} |" in md)
     rows = list(open(os.path.join(cfg["out"], "grid.csv")))[1:] if os.path.exists(
         os.path.join(cfg["out"], "grid.csv")) else []
     header = open(os.path.join(cfg["out"], "grid.csv")).readline().strip().split(",") if rows else []
@@ -98,13 +103,15 @@ def main():
     for r in rows:
         f = r.strip().split(",")
         d = dict(zip(header, f))
-        bits[(d.get("cache"), d.get("kv"))] = float(d["effective_bits"]) if d.get("effective_bits") else None
-    for cache in cfg["grid"]["cache"]:
-        for m in ("kivi", "kvquant-ar", "dllm-kvq-trace"):
-            b4, b2 = bits.get((cache, f"{m}-4")), bits.get((cache, f"{m}-2"))
-            res.check(f"bits {cache}/{m}: 2-bit below 4-bit below fp16",
-                      b4 is not None and b2 is not None and b2 < b4 < bits.get((cache, "fp16"), 0),
-                      f"{b2} / {b4}")
+        bits[(d.get("cache"), d.get("kv"), d.get("model"))] = \
+            float(d["effective_bits"]) if d.get("effective_bits") else None
+    for model in models:
+        for cache in cfg["grid"]["cache"]:
+            for m in ("kivi", "kvquant-ar", "dllm-kvq-trace"):
+                b4, b2 = bits.get((cache, f"{m}-4", model)), bits.get((cache, f"{m}-2", model))
+                res.check(f"bits {model}/{cache}/{m}: 2-bit below 4-bit below fp16",
+                          b4 is not None and b2 is not None and b2 < b4 < bits.get((cache, "fp16", model), 0),
+                          f"{b2} / {b4}")
     png = os.path.join(cfg["out"], "grid.png")
     res.check("grid.png", os.path.exists(png) and os.path.getsize(png) > 10000)
     again = subprocess.run([a.dllmq, "grid", "--config", path], capture_output=True, text=True,
@@ -112,7 +119,7 @@ def main():
     res.check("rerun skips finished work",
               again.returncode == 0 and "not recalibrated" in again.stderr, again.stderr[-300:])
     for cache in cfg["grid"]["cache"]:
-        label = f"cache={cache},kv=kivi-2"
+        label = f"cache={cache},kv=kivi-2,model={models[0]}"
         row = [l for l in md.splitlines() if l.startswith(f"| synth | {label} |")]
         cells = row[0].split("|") if row else []
         res.check("grid.md row has effective bits and KV bytes " + label,
