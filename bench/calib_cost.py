@@ -19,7 +19,8 @@ What it does:
      and records wall seconds, CPU seconds (children's rusage) and peak RSS of each run.
   3. Extrapolates to 32 layers: every cost but the sensitivity pass is a + b * layers (from the
      1- and 2-layer runs); the sensitivity pass re-runs each cached step once per layer, each
-     run a whole forward, so it is layers * (c + e * layers). Peak memory: the 2-layer RSS minus
+     run a whole forward, so it is layers * (share of a trajectory) * base(layers); all from CPU
+     seconds (see the comment at the extrapolation). Peak memory: the 2-layer RSS minus
      its weight bytes gives the state per layer, added to 32 layers of bf16 weights.
 Prints a Markdown table and writes results.json in --work.
 """
@@ -155,34 +156,41 @@ def main(argv=None):
             os.replace(partial + ".tmp", partial)
             print("%-24s layers %d: wall %.1f s, CPU %.1f s, peak RSS %.0f MiB (weights %.0f MiB)" %
                   (name, layers, r["wall_s"], r["cpu_s"], r["rss_mib"], r["weight_mib"]), flush=True)
+    # Extrapolation from CPU seconds: with --threads 1 they are the work done, which a machine shared
+    # with other jobs distorts far less than wall time (both are kept in results.json).
     L = 32
     w8b = (D * V * 2 + L * (4 * D * D + 3 * D * F) + 2 * D) * 2 / 2 ** 20  # bf16 weights, MiB
     rows = []
     for name in configs:
         one, two = res[name + "/1"], res[name + "/2"]
-        out = {}
-        for key in ("wall_s", "cpu_s"):
-            t1, t2 = one[key] / a.pairs, two[key] / a.pairs
-            if name == "dllm-kvq-trace":  # subtract the sensitivity pass, extrapolated separately
-                b1 = res["dllm-kvq-trace-nosens/1"][key] / a.pairs
-                b2 = res["dllm-kvq-trace-nosens/2"][key] / a.pairs
-                s1, s2 = t1 - b1, t2 - b2  # s(l) = l (c + e l): s1 = c + e, s2 = 2c + 4e
-                e = (s2 - 2 * s1) / 2
-                c = s1 - e
-                base = b1 + (L - 1) * (b2 - b1)
-                out[key] = base + L * (c + e * L)
-            else:
-                out[key] = t1 + (L - 1) * (t2 - t1)
+        t1, t2 = one["cpu_s"] / a.pairs, two["cpu_s"] / a.pairs
+        out = dict(cpu_1l=t1, cpu_2l=t2)
+        if name == "dllm-kvq-trace":
+            # The sensitivity pass (the difference to --no-sensitivity) replays the cached steps once
+            # per layer, each replay costing a fixed share of a trajectory at that depth:
+            # s(L) = L * share * base(L). Two points cannot fit a quadratic's two coefficients
+            # through the noise; the share is taken at 2 layers (nearer 32 layers: a 1-layer
+            # replay is dominated by the LM head), and the 1-layer share's figure is printed as the
+            # upper end.
+            b1 = res["dllm-kvq-trace-nosens/1"]["cpu_s"] / a.pairs
+            b2 = res["dllm-kvq-trace-nosens/2"]["cpu_s"] / a.pairs
+            base = b1 + (L - 1) * (b2 - b1)
+            share1, share = (t1 - b1) / b1, (t2 - b2) / (2 * b2)
+            out["sens_share_1l"], out["sens_share_2l"] = share1, share
+            out["sens_32l"] = L * share * base
+            out["cpu_s"] = base + out["sens_32l"]
+            print("sensitivity pass: one layer's replay costs %.3f of a trajectory at 1 layer, %.3f at 2 "
+                  "layers; with the 1-layer share 32 layers would take %.0f CPU s/pair" %
+                  (share1, share, base + L * share1 * base))
+        else:
+            out["cpu_s"] = t1 + (L - 1) * (t2 - t1)
         per_layer_state = max(0.0, (two["rss_mib"] - two["weight_mib"]) - (one["rss_mib"] - one["weight_mib"]))
         out["rss_mib"] = w8b + (one["rss_mib"] - one["weight_mib"]) + (L - 1) * per_layer_state
-        out["per_pair_1l"] = one["wall_s"] / a.pairs
-        out["per_pair_2l"] = two["wall_s"] / a.pairs
         res["extrapolated/" + name] = out
-        rows.append("| %s | %.1f | %.1f | %.0f | %.2f | %.0f |" % (
-            name, out["per_pair_1l"], out["per_pair_2l"], out["wall_s"], out["wall_s"] * 128 / 3600,
-            out["rss_mib"] / 1024))
-    print("\n| method (trace, dual) | s/pair, 1 layer | s/pair, 2 layers | s/pair, 32 layers (extrap.) | "
-          "h for 128 pairs | peak GiB (extrap.) |\n|---|---|---|---|---|---|")
+        rows.append("| %s | %.1f | %.1f | %.0f | %.1f | %.0f |" % (
+            name, t1, t2, out["cpu_s"], out["cpu_s"] * 128 / 3600, out["rss_mib"] / 1024))
+    print("\n| method (trace, dual) | CPU s/pair, 1 layer | CPU s/pair, 2 layers | CPU s/pair, 32 layers "
+          "(extrap.) | core-hours for 128 pairs | peak GiB (extrap.) |\n|---|---|---|---|---|---|")
     print("\n".join(rows))
     with open(os.path.join(a.work, "results.json"), "w") as f:
         json.dump(dict(prompt_length=P, args=vars(a), results=res), f, indent=1)
