@@ -135,6 +135,19 @@ def main():
                                        b'{"task_id": 1, "response": "Final Answer: The final answer is $\\\\frac12$."}\n')
     put("responses", "samples", b"\x00" + b'{"task_id": "0", "doc": 0, "correct": true}\n{"task_id": "1", "do')
 
+    # serve_request: selector byte (1 chat, 2 Dream, 4 server default dual + threshold), then the body.
+    def req(name, sel, body):
+        put("serve_request", name, bytes([sel]) + json.dumps(body).encode())
+    req("completion", 0, {"prompt": "What is 2 + 3?", "max_tokens": 16, "temperature": 0, "seed": 1,
+                          "stop": ["\n"], "block_length": 8, "steps": 16})
+    req("completion_ids", 2, {"prompt": [[5, 6, 7], [8, 9]], "max_tokens": 8, "cache": "dual", "threshold": 0.9})
+    req("chat_stream", 1, {"messages": [{"role": "system", "content": "Be brief."},
+                                        {"role": "user", "content": [{"type": "text", "text": "1 + 1?"}]}],
+                           "stream": True, "stream_steps": True, "stream_options": {"include_usage": True},
+                           "max_completion_tokens": 16})
+    req("chat_dream_kv", 7, {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 32,
+                             "kv": "kivi", "kv_bits": 2, "alg": "entropy", "model": "x", "n": 1})
+
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,8 @@
 
 namespace dllmq {
 
+inline constexpr int kKiviDefaultBits = 2;  // KIVI's own default (KIVI-2, group 32)
+
 struct KvSpec {
   std::string method = "fp32";  // fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq
   int bits_k = 0;  // 0: the method's default (KIVI/dLLM-KVQ 2, KVQuant: the artifact's)

@@ -29,9 +29,10 @@ std::optional<std::string> plain_text_bos(const std::string& dir) {
 
 }  // namespace
 
-TextCodec::TextCodec(const Model& m) : m_(m) {
-  tok_ = load_tokenizer_for_model(m.dir());
-  eot_ = m.config().eot_id;
+TextCodec::TextCodec(std::string model_dir, const ModelConfig& cfg)
+    : dir_(std::move(model_dir)), cfg_(cfg) {
+  tok_ = load_tokenizer_for_model(dir_);
+  eot_ = cfg_.eot_id;
   if (eot_ < 0 && tok_) {
     if (auto id = tok_->token_to_id("<|eot_id|>"))
       eot_ = *id;
@@ -43,13 +44,13 @@ TextCodec::TextCodec(const Model& m) : m_(m) {
 TextCodec::~TextCodec() = default;
 
 std::vector<int32_t> TextCodec::text_ids(const std::string& text) const {
-  if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));
+  if (!tok_) fail("{}", missing_tokenizer_message(dir_));
   return tok_->encode(text, /*allow_special=*/true);
 }
 
 std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat,
                                            const std::string& system) const {
-  if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));
+  if (!tok_) fail("{}", missing_tokenizer_message(dir_));
   if (chat) {
     std::vector<ChatMessage> messages;
     if (!system.empty()) messages.push_back({"system", system});
@@ -58,7 +59,7 @@ std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat,
   }
   if (!system.empty()) fail("--system needs --chat");
   std::vector<int32_t> ids;
-  if (auto bos = plain_text_bos(m_.dir()))
+  if (auto bos = plain_text_bos(dir_))
     if (auto id = tok_->token_to_id(*bos)) ids.push_back(*id);
   auto body = tok_->encode(text, /*allow_special=*/true);
   ids.insert(ids.end(), body.begin(), body.end());
@@ -66,22 +67,22 @@ std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat,
 }
 
 std::vector<int32_t> TextCodec::chat_ids(std::span<const ChatMessage> messages) const {
-  if (!tok_) fail("{}", missing_tokenizer_message(m_.dir()));
-  const ChatFormat f = chat_format_for(*tok_).value_or(chat_format_for(m_.config().arch));
+  if (!tok_) fail("{}", missing_tokenizer_message(dir_));
+  const ChatFormat f = chat_format_for(*tok_).value_or(chat_format_for(cfg_.arch));
   return tok_->encode(render_chat(f, messages), /*allow_special=*/true);
 }
 
 std::string TextCodec::answer_text(std::span<const int32_t> gen) const {
   if (!tok_) return "";
   size_t n = 0;
-  while (n < gen.size() && gen[n] != m_.config().eos_id && gen[n] != eot_) ++n;
+  while (n < gen.size() && gen[n] != cfg_.eos_id && gen[n] != eot_) ++n;
   return tok_->decode(gen.subspan(0, n), /*skip_special=*/true);
 }
 
 std::string TextCodec::piece(int32_t id) const {
   if (tok_) {
     const int32_t one[] = {id};
-    if (id == m_.config().eos_id || id == eot_) return "\u00b7";  // padding shown as a dot
+    if (id == cfg_.eos_id || id == eot_) return "\u00b7";  // padding shown as a dot
     return tok_->decode(one, /*skip_special=*/false);
   }
   return "[" + std::to_string(id) + "]";

@@ -18,7 +18,9 @@ namespace dllmq::cli {
 
 class TextCodec {
  public:
-  explicit TextCodec(const Model& m);
+  explicit TextCodec(const Model& m) : TextCodec(m.dir(), m.config()) {}
+  // From a model directory and its config alone (no weights: the server's request fuzzer).
+  TextCodec(std::string model_dir, const ModelConfig& cfg);
   ~TextCodec();
 
   bool available() const { return tok_ != nullptr; }
@@ -36,7 +38,8 @@ class TextCodec {
   int eot_id() const { return eot_; }
 
  private:
-  const Model& m_;
+  std::string dir_;
+  ModelConfig cfg_;
   std::unique_ptr<Tokenizer> tok_;
   int eot_ = -1;
 };

@@ -51,16 +51,6 @@ void widen_panel(const Linear& l, size_t r0, size_t rows, bool round_bf16, float
 
 }  // namespace
 
-ComputeDType parse_compute_dtype(const std::string& s) {
-  if (s == "fp32" || s == "f32" || s == "float32") return ComputeDType::kF32;
-  if (s == "bf16" || s == "bfloat16") return ComputeDType::kBF16;
-  fail("unknown compute dtype '{}': expected fp32 or bf16", s);
-}
-
-const char* compute_dtype_name(ComputeDType d) {
-  return d == ComputeDType::kBF16 ? "bf16" : "fp32";
-}
-
 void tensor_row_f32(const TensorView& t, int64_t row, int d, float* dst) {
   const auto* base = static_cast<const uint8_t*>(t.data) + row * d * dtype_size(t.dtype);
   to_f32(t.dtype, base, dst, d);

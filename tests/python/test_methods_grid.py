@@ -15,6 +15,7 @@ Last line "N passed, N failed".
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -75,6 +76,9 @@ def main():
     ap.add_argument("--workdir", required=True)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
+    # A fresh grid each time: the workdir outlives the run, and a grid resumes what it finds.
+    for d in ("grid", "calib", "bench-dry"):
+        shutil.rmtree(os.path.join(a.workdir, d), ignore_errors=True)
     res = Results()
     cfg, path = small_config(a.workdir)
     run = subprocess.run([a.dllmq, "grid", "--config", path], capture_output=True, text=True,
