@@ -17,7 +17,7 @@ B=build-fuzz
 build() {
   # Debian's clang with its compiler-rt (libFuzzer, ASan, UBSan); the parsers' own -dev packages
   # come with scripts/setup.sh.
-  scripts/ensure_packages.sh clang libclang-rt-14-dev
+  scripts/ensure_packages.sh clang libclang-rt-14-dev libomp-dev  # libomp: the serve_request harness links the --threads flag
   local launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CXX=clang++ cmake -S fuzz -B "$B" "${launcher[@]}" >/dev/null
