@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
 #include "cli/model_names.h"
+#include "cli/openmp_policy.h"
 #include "cli/text_codec.h"
 #include "ops/gemm.h"
 #include "serve/engine.h"
@@ -35,29 +36,7 @@ struct Args {
   GenerateFlags gen;
 };
 
-// OpenMP's default wait policy spins idle workers, and the decoder threads that sample beside the
-// batching thread's team then get no CPU on a busy machine (50x slower on the shared 2-core
-// test machine). The policy is read when the runtime loads, so set it by re-executing once.
-void ensure_passive_openmp() {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  for (size_t i = 0; i < all.size();) {
-    const size_t j = all.find('\0', i);
-    args.push_back(all.substr(i, j - i));
-    i = j == std::string::npos ? all.size() : j + 1;
-  }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  execv("/proc/self/exe", argv.data());
-  // Not re-executed (no /proc?): run as we are.
-}
-
 void run(const Args& a) {
-  ensure_passive_openmp();
   if (!a.gen.trace_cache.empty()) fail("--trace-cache is not available in serve");
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;

@@ -5,9 +5,11 @@
 
 #include "cli/commands.h"
 #include "cli/flag_ranges.h"
+#include "cli/openmp_policy.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
+  dllmq::cli::ensure_passive_openmp();  // before any OpenMP region (see openmp_policy.cpp)
   CLI::App app{"dllmq: diffusion LM inference with quantized KV caches"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dllmq 0.1.0");
@@ -34,8 +36,9 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     // Sizes are checked before large allocations (with the bytes needed in the message); an
     // allocation that still fails is a bug in that checking, reported as such.
-    std::fprintf(stderr, "dllmq: internal error: out of memory (an allocation no size check "
-                         "foresaw failed)\n");
+    std::fprintf(stderr,
+                 "dllmq: internal error: out of memory (an allocation no size check "
+                 "foresaw failed)\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dllmq: internal error: %s\n", e.what());

@@ -1,0 +1,9 @@
+// OpenMP's wait policy for every command (see the .cpp).
+#pragma once
+
+namespace dllmq::cli {
+
+// Re-executes the process once with OMP_WAIT_POLICY=passive unless the variable is set.
+void ensure_passive_openmp();
+
+}  // namespace dllmq::cli
