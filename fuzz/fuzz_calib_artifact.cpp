@@ -14,10 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t kvd = size_t(a.n_kv_heads) * a.head_dim;
     if (int(a.layers.size()) != a.n_layers) std::abort();
     for (const auto& L : a.layers) {
-      if (a.method == "kvquant" &&
-          (L.k_lower.size() != kvd || L.k_upper.size() != kvd ||
-           L.k_codebook.size() != size_t(1) << a.bits_k ||
-           L.v_codebook.size() != size_t(1) << a.bits_v))
+      if (a.method == "kvquant" && (L.k_lower.size() != kvd || L.k_upper.size() != kvd ||
+                                    L.k_codebook.size() != size_t(1) << a.bits_k ||
+                                    L.v_codebook.size() != size_t(1) << a.bits_v))
         std::abort();
       for (int c : L.k_fp16_channels)
         if (c < 0 || size_t(c) >= kvd) std::abort();

@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     c.head_dim % 2 == 0 && std::isfinite(c.rope_theta) && c.rope_theta > 0 &&
                     std::isfinite(c.rms_eps) && c.rms_eps > 0 && c.mask_id >= 0 &&
                     c.mask_id < c.vocab_size && c.eos_id >= 0 && c.eos_id < c.vocab_size &&
-                    c.pad_id < c.vocab_size && c.bos_id < c.vocab_size &&
-                    c.eot_id < c.vocab_size && c.kv_bytes_per_token_fp16() > 0;
+                    c.pad_id < c.vocab_size && c.bos_id < c.vocab_size && c.eot_id < c.vocab_size &&
+                    c.kv_bytes_per_token_fp16() > 0;
     if (!ok) std::abort();
   });
   return 0;

@@ -13,14 +13,15 @@ namespace {
 
 const dllmq::eval::Task& fixed_task(bool math) {
   static const auto tasks = [] {
-    const std::string gsm = fuzz::write_scratch(
-        "gsm8k.jsonl",
-        "{\"question\": \"Tom has 3 apples and buys 4 more. How many?\", \"answer\": \"3 + 4 = 7\\n#### 7\"}\n"
-        "{\"question\": \"What is 10 - 4?\", \"answer\": \"#### 6\"}\n"
-        "{\"question\": \"q3\", \"answer\": \"#### 1,000\"}\n"
-        "{\"question\": \"q4\", \"answer\": \"#### -2.5\"}\n"
-        "{\"question\": \"q5\", \"answer\": \"#### 0\"}\n"
-        "{\"question\": \"q6\", \"answer\": \"#### 12\"}\n");
+    const std::string gsm =
+        fuzz::write_scratch("gsm8k.jsonl",
+                            "{\"question\": \"Tom has 3 apples and buys 4 more. How many?\", "
+                            "\"answer\": \"3 + 4 = 7\\n#### 7\"}\n"
+                            "{\"question\": \"What is 10 - 4?\", \"answer\": \"#### 6\"}\n"
+                            "{\"question\": \"q3\", \"answer\": \"#### 1,000\"}\n"
+                            "{\"question\": \"q4\", \"answer\": \"#### -2.5\"}\n"
+                            "{\"question\": \"q5\", \"answer\": \"#### 0\"}\n"
+                            "{\"question\": \"q6\", \"answer\": \"#### 12\"}\n");
     const std::string math = fuzz::write_scratch(
         "math.jsonl",
         "{\"problem\": \"1+1?\", \"solution\": \"It is $\\\\boxed{2}$.\", \"type\": \"Algebra\"}\n"

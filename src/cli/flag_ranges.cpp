@@ -15,7 +15,7 @@ constexpr long long kMaxLen = 1 << 24;  // lengths: the cap generation_config.js
 
 struct Range {
   bool integer;
-  double lo, hi;          // hi = kInf: any finite value above lo
+  double lo, hi;  // hi = kInf: any finite value above lo
   bool lo_open = false, hi_open = false;
 };
 
@@ -113,8 +113,8 @@ const Range* find(const std::string& flag) {
 }
 
 bool numeric_type(const std::string& type) {
-  return type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0 ||
-         type.rfind("FLOAT", 0) == 0 || type.rfind("NUMBER", 0) == 0;
+  return type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0 || type.rfind("FLOAT", 0) == 0 ||
+         type.rfind("NUMBER", 0) == 0;
 }
 
 void apply(CLI::App& app) {

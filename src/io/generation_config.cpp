@@ -34,7 +34,8 @@ GenerationDefaults parse_generation_defaults(const std::string& text, const std:
     // is_number_unsigned first: a uint64 above INT64_MAX would read back negative.
     if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > (1u << 24)) ||
         v.get<int64_t>() <= 0 || v.get<int64_t>() > (1 << 24))
-      fail("{}: field '{}' must be a positive integer in [1, {}], got {}", path, key, 1 << 24, v.dump());
+      fail("{}: field '{}' must be a positive integer in [1, {}], got {}", path, key, 1 << 24,
+           v.dump());
     return v.get<int>();
   };
   d.gen_length = positive("max_new_tokens");

@@ -40,8 +40,8 @@ class Fields {
     const bool big = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX);
     const int64_t x = big ? INT64_MAX : v.get<int64_t>();
     if (x < lo || x > hi)
-      fail("{}: field '{}' = {} out of range: expected an integer in [{}, {}]", file_, k,
-           v.dump(), lo, hi);
+      fail("{}: field '{}' = {} out of range: expected an integer in [{}, {}]", file_, k, v.dump(),
+           lo, hi);
     return static_cast<int>(x);
   }
   int opt_int(const char* k, int def, int64_t lo = 0, int64_t hi = kMaxInt) const {
@@ -191,9 +191,9 @@ Arch detect_arch(const json& j, const std::string& path, std::string& model_type
 // A present field the other architecture spells its geometry with: the config mixes two
 // layouts, and the one we read may not be the one its weights follow.
 void reject_foreign_fields(const json& j, Arch arch, const std::string& path) {
-  static const char* const kLLaDAOnly[] = {"d_model", "n_heads", "n_layers", "n_kv_heads",
-                                           "mlp_hidden_size", "max_sequence_length"};
-  static const char* const kDreamOnly[] = {"hidden_size", "num_attention_heads",
+  static const char* const kLLaDAOnly[] = {"d_model",    "n_heads",         "n_layers",
+                                           "n_kv_heads", "mlp_hidden_size", "max_sequence_length"};
+  static const char* const kDreamOnly[] = {"hidden_size",       "num_attention_heads",
                                            "num_hidden_layers", "num_key_value_heads",
                                            "intermediate_size", "max_position_embeddings"};
   for (const char* k : arch == Arch::kLLaDA ? std::span(kDreamOnly) : std::span(kLLaDAOnly))

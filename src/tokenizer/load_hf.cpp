@@ -48,9 +48,10 @@ void add_vocab(TokenizerSpec& s, const json& vocab, const std::string& where) {
   const int64_t max_id = std::min<int64_t>(kMaxTokenId, int64_t(vocab.size()) + kTokenIdSlack);
   for (auto& [tok, v] : vocab.items()) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > max_id)
-      fail("{}: vocab entry '{}': id {} is not an integer in [0, {}] (ids are dense: below the "
-           "{} entries + {})",
-           where, tok, v.dump(), max_id, vocab.size(), kTokenIdSlack);
+      fail(
+          "{}: vocab entry '{}': id {} is not an integer in [0, {}] (ids are dense: below the "
+          "{} entries + {})",
+          where, tok, v.dump(), max_id, vocab.size(), kTokenIdSlack);
     const int32_t id = static_cast<int32_t>(v.get<int64_t>());
     if (auto bytes = byte_level_decode(tok)) {
       s.bpe->add_token(id, std::move(*bytes));
@@ -232,8 +233,7 @@ std::unique_ptr<Tokenizer> load_vocab_merges(const std::string& vocab_path,
                                              const std::string& merges_path,
                                              const std::vector<AddedToken>& added) {
   const std::string vocab_text = read_file(vocab_path);
-  return load_vocab_merges_text(vocab_text, read_file(merges_path), vocab_path, merges_path,
-                                added);
+  return load_vocab_merges_text(vocab_text, read_file(merges_path), vocab_path, merges_path, added);
 }
 
 std::unique_ptr<Tokenizer> load_vocab_merges_text(const std::string& vocab_text,

@@ -107,9 +107,10 @@ std::unique_ptr<Tokenizer> load_tiktoken_text(const std::string& text, const std
       rank = -1;
     }
     if (rank < 0 || rank > max_rank)
-      fail("{}:{}: rank field '{}' is not an integer in [0, {}] (ranks are dense: below the "
-           "number of lines + {})",
-           path, lineno, rank_s.substr(0, 40), max_rank, kTokenIdSlack);
+      fail(
+          "{}:{}: rank field '{}' is not an integer in [0, {}] (ranks are dense: below the "
+          "number of lines + {})",
+          path, lineno, rank_s.substr(0, 40), max_rank, kTokenIdSlack);
     if (!ranks.insert(static_cast<int32_t>(rank)).second)
       fail("{}:{}: duplicate rank {}", path, lineno, rank);
     if (s->bpe->find(*bytes)) fail("{}:{}: duplicate token (rank {})", path, lineno, rank);

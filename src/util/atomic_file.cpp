@@ -70,8 +70,7 @@ void AtomicFile::commit() {
   if (rc != 0) {
     const int e = errno;
     ::unlink(tmp_.c_str());
-    fail("{}: close failed: {} (the previous file, if any, is unchanged)", path_,
-         std::strerror(e));
+    fail("{}: close failed: {} (the previous file, if any, is unchanged)", path_, std::strerror(e));
   }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int e = errno;

@@ -23,7 +23,8 @@ uint64_t usable_memory_bytes() {
 }
 
 std::string format_bytes(double bytes) {
-  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
+  if (bytes >= 1024.0 * 1024 * 1024)
+    return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
   if (bytes >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
   if (bytes >= 1024.0) return fmt::format("{:.1f} KiB", bytes / 1024.0);
   return fmt::format("{:.0f} B", bytes);

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <string>
 
+#include "test_util.h"
 #include "util/atomic_file.h"
 #include "util/mmap_file.h"
-#include "test_util.h"
 
 namespace dllmq {
 namespace {
@@ -88,7 +88,7 @@ TEST(MappedFile, DetectsTruncationAndRewrite) {
   write_bytes(p, std::string(8192, 'a'));
   {
     MappedFile m(p);
-    ::usleep(20000);  // a distinct modification time even on coarse clocks
+    ::usleep(20000);                         // a distinct modification time even on coarse clocks
     write_bytes(p, std::string(8192, 'b'));  // same size, new contents
     expect_error([&] { m.check_unchanged(); }, {p, "modified while in use"});
   }

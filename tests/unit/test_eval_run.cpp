@@ -65,8 +65,9 @@ TEST(EvalRun, TornLastLineIsDroppedAndCutOff) {
 TEST(EvalRun, ReadSamplesChecksFieldTypes) {
   const fs::path d = temp_dir("types");
   const fs::path f = d / "samples.jsonl";
-  for (const char* bad : {R"({"task_id": 0})", R"({"task_id": "0", "correct": "yes"})",
-                          R"({"task_id": "0", "gen_s": "1"})", R"({"task_id": "0", "metrics": 1})"}) {
+  for (const char* bad :
+       {R"({"task_id": 0})", R"({"task_id": "0", "correct": "yes"})",
+        R"({"task_id": "0", "gen_s": "1"})", R"({"task_id": "0", "metrics": 1})"}) {
     write(f, std::string(bad) + "\n{\"task_id\": \"1\"}\n");
     try {
       read_samples(f.string(), false);

@@ -76,10 +76,8 @@ TEST(ConfigValidation, GeometryPositiveAndDivisible) {
                {"not a multiple of the KV heads 3"});
   expect_error([&] { parse(with(with(kLLaDA, "d_model", "6"), "n_heads", "2")); },
                {"head dim 3 must be even"});
-  expect_error([&] { parse(with(kDream, "head_dim", "8")); },
-               {"head_dim 8 contradicts", "= 4"});
-  expect_error([&] { parse(with(kLLaDA, "embedding_size", "8")); },
-               {"'embedding_size'", "[16, "});
+  expect_error([&] { parse(with(kDream, "head_dim", "8")); }, {"head_dim 8 contradicts", "= 4"});
+  expect_error([&] { parse(with(kLLaDA, "embedding_size", "8")); }, {"'embedding_size'", "[16, "});
 }
 
 TEST(ConfigValidation, TokenIdsInsideVocabulary) {
@@ -117,8 +115,8 @@ TEST(GenerationConfigValidation, PositiveIntegers) {
 }
 
 TEST(SafetensorsIndexValidation, ShardNamesStayInTheDirectory) {
-  const auto ok = parse_safetensors_index(R"({"weight_map":{"a":"x.safetensors","b":"x.safetensors"}})",
-                                          "i.json");
+  const auto ok = parse_safetensors_index(
+      R"({"weight_map":{"a":"x.safetensors","b":"x.safetensors"}})", "i.json");
   EXPECT_EQ(ok.shards.size(), 1u);
   for (const char* s : {"../x.safetensors", "/etc/passwd", "", "..", "a/b"})
     expect_error(
@@ -155,7 +153,8 @@ TEST(SafetensorsValidation, ShapeProductOverflow) {
                     8));
       },
       {"tensor 'w'", "needs more bytes than 64 bits can count"});
-  const auto f = st(st_bytes(R"({"w":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})", 0));
+  const auto f = st(
+      st_bytes(R"({"w":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})", 0));
   EXPECT_EQ(f.tensors().at("w").numel(), 0);
 }
 
@@ -168,9 +167,10 @@ std::string artifact_with(const std::string& key, const std::string& value) {
   const size_t p = md.find(k) + k.size();
   md.replace(p, md.find('"', p) - p, value);
   // 1-byte-aligned offsets: the loader must not read floats through a misaligned pointer.
-  const std::string h = R"({"__metadata__":)" + md +
-                        R"(,"layers.0.k_channel_scores":{"dtype":"F32","shape":[1,2],"data_offsets":[1,9]},)"
-                        R"("layers.0.k_fp16_channels":{"dtype":"F32","shape":[0],"data_offsets":[9,9]}})";
+  const std::string h =
+      R"({"__metadata__":)" + md +
+      R"(,"layers.0.k_channel_scores":{"dtype":"F32","shape":[1,2],"data_offsets":[1,9]},)"
+      R"("layers.0.k_fp16_channels":{"dtype":"F32","shape":[0],"data_offsets":[9,9]}})";
   return st_bytes(h, 9);
 }
 
@@ -194,9 +194,9 @@ TEST(TokenizerValidation, TokenIdsBounded) {
   const std::string pre = R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false})";
   expect_error(
       [&] {
-        load_tokenizer_json_text(R"({"model":{"type":"BPE","vocab":{"a":2000000000},"merges":[]},)" +
-                                     pre + "}",
-                                 "tok.json");
+        load_tokenizer_json_text(
+            R"({"model":{"type":"BPE","vocab":{"a":2000000000},"merges":[]},)" + pre + "}",
+            "tok.json");
       },
       {"tok.json", "vocab entry 'a'", "id 2000000000 is not an integer in [0, 65537]"});
   expect_error(

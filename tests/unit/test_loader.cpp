@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 using test_util::TempDir;
 using test_util::write_bytes;
 
-using test_util::safetensors_bytes;
 using test_util::expect_error;
+using test_util::safetensors_bytes;
 
 TEST(Safetensors, ReadsValidFile) {
   TempDir d;
