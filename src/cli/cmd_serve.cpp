@@ -5,10 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <thread>
-#include <vector>
 
 #include <fmt/core.h>
 #include <httplib.h>
