@@ -213,8 +213,8 @@ def main():
                             ("rss_second_half_max_mib", "RSS max, 2nd half of the last pass (MiB)",
                              "%.1f"),
                             ("rss_end_mib", "RSS at the end (MiB)", "%.1f")]:
-        ratio = (b[key] / o[key]) if o[key] else float("nan")
-        print("| %s | %s | %s | %.2fx |" % (label, fmt % b[key], fmt % o[key], ratio))
+        ratio = ("%.2fx" % (b[key] / o[key])) if o[key] else ""  # no ratio of a zero (errors)
+        print("| %s | %s | %s | %s |" % (label, fmt % b[key], fmt % o[key], ratio))
     print()
     print("%d clients, %d requests per run, best of %d rounds; fields %s; load average "
           "%.2f before, %.2f after; %d CPUs" % (a.clients, a.requests, a.rounds, json.dumps(fields),

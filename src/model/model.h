@@ -56,10 +56,10 @@ struct CanvasForward {
 enum class BatchGemm {
   kAuto,       // kStacked where the check below passes, else kPerCanvas
   kPerCanvas,  // one GEMM per canvas, of the shape its batch-1 forward uses: exact by construction
-  // The stacked rows of all canvases of 16 rows or more in GEMMs of 64 rows (model/stacked_gemm.h):
-  // fewer, larger products (faster at the small row counts of cached steps), exact only where the
-  // GEMM library gives each row the same bits whatever rows it is stacked with; kAuto uses it
-  // only after checking that it does.
+  // The stacked rows of all canvases of 16 rows or more in fixed-shape tiles
+  // (model/stacked_gemm.h): fewer, larger products (faster at the small row counts of cached
+  // steps), exact only where the GEMM library gives each row the same bits whatever rows it is
+  // stacked with; kAuto uses it only after checking that it does.
   kStacked,
 };
 BatchGemm parse_batch_gemm(const std::string& s);  // auto | per-canvas | stacked; throws otherwise

@@ -28,8 +28,11 @@ void stacked_blocks(const StackedLayout& layout, std::span<const int> rows, cons
   for (size_t c = 0; c < rows.size(); ++c)
     if (rows[c] < kMinStackedRows && rows[c] > 0)
       out.push_back({x + size_t(layout.row0[c]) * ldx, rows[c], y + size_t(layout.row0[c]) * ldy});
-  for (int r0 = layout.small_rows; r0 < layout.n; r0 += kStackedRows)
-    out.push_back({x + size_t(r0) * ldx, kStackedRows, y + size_t(r0) * ldy});
+  for (int r0 = layout.small_rows; r0 < layout.n;) {
+    const int m = layout.n - r0 <= kStackedTailRows ? kStackedTailRows : kStackedRows;
+    out.push_back({x + size_t(r0) * ldx, m, y + size_t(r0) * ldy});
+    r0 += m;
+  }
 }
 
 bool stacked_gemm_exact(const ModelWeights& w, ComputeDType dt) {

@@ -15,13 +15,18 @@
 
 namespace dllmq {
 
-// Rows per stacked GEMM. Every stacked product has exactly this many rows (the last tile runs on
-// past the canvases' rows into spare rows of the buffers, whose results nobody reads): a server
-// then sees one product shape per weight matrix, not one per total row count, so it compiles
-// and keeps few kernels. With a variable last tile a busy server's RSS grew by 37 MiB over 8
-// passes of the load test (bench/serve_load.py), with fixed tiles by 13 MiB, levelling off;
-// 64-row tiles cost 10% less CPU than 32-row ones on the embedded model (docs/server.md).
-constexpr int kStackedRows = 64;
+// Rows per stacked GEMM. Every stacked product has one of two row counts: tiles of kStackedRows,
+// and a last tile of kStackedTailRows when the rest fits in it (a tile runs on past the canvases'
+// rows into spare rows of the buffers, whose results nobody reads). A server then sees two
+// product shapes per weight matrix, not one per total row count, so it compiles and keeps few
+// kernels: with a variable last tile a busy server's RSS grew by 37 MiB over 8 passes of the load
+// test (bench/serve_load.py), with fixed tiles by 13 MiB, levelling off. 64-row tiles cost 10%
+// less CPU than 32-row ones on the embedded model; 128-row tiles were another 5-10% faster on a
+// d 1024 model (8 canvases of 16 rows: the weights stream from memory once per tile) and 256-row
+// ones slower (padding); the 64-row tail keeps small batches from computing 128 rows for 32
+// (docs/server.md).
+constexpr int kStackedRows = 128;
+constexpr int kStackedTailRows = 64;
 // Canvases with fewer rows keep a GEMM of their own (see above).
 constexpr int kMinStackedRows = 16;
 
@@ -33,7 +38,11 @@ struct StackedLayout {
   int n = 0;
   // Rows the buffers must hold (the last tile's spare rows included).
   int capacity() const {
-    return small_rows + (n - small_rows + kStackedRows - 1) / kStackedRows * kStackedRows;
+    const int rest = n - small_rows, full = rest / kStackedRows * kStackedRows;
+    const int tail = rest == full                      ? 0
+                     : rest - full <= kStackedTailRows ? kStackedTailRows
+                                                       : kStackedRows;
+    return small_rows + full + tail;
   }
 };
 StackedLayout stacked_layout(std::span<const int> rows);

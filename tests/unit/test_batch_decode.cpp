@@ -91,6 +91,43 @@ TEST(LinearGrouped, MixedBlocksEqualLinearAlone) {
   }
 }
 
+// The stacked layout: small canvases first, a GEMM each; the rest covered by tiles of exactly
+// kStackedRows or kStackedTailRows rows (the two kernel shapes a server compiles), back to back
+// from small_rows, ending inside the buffers' capacity and padding less than one large tile.
+TEST(StackedLayout, TilesOfTwoFixedShapesCoverEveryRow) {
+  const std::vector<std::vector<int>> splits = {
+      {16},         {16, 16, 16, 16}, {64, 1},       {65}, {16, 16, 16, 16, 16, 16, 16, 16, 16},
+      {130, 2, 33}, {5, 3},           {200, 200, 17}};
+  std::vector<float> x(4096), y(4096);
+  std::vector<LinearRows> blocks;
+  for (const auto& split : splits) {
+    const StackedLayout l = stacked_layout(split);
+    int small = 0, total = 0;
+    for (int r : split) {
+      total += r;
+      if (r < kMinStackedRows) small += r;
+    }
+    ASSERT_EQ(l.small_rows, small);
+    ASSERT_EQ(l.n, total);
+    stacked_blocks(l, split, x.data(), 1, y.data(), 1, blocks);
+    int next = l.small_rows, tiles = 0;
+    for (const LinearRows& b : blocks) {
+      const int r0 = static_cast<int>(b.x - x.data());
+      if (r0 < l.small_rows) continue;  // a small canvas's own GEMM
+      EXPECT_TRUE(b.n == kStackedRows || b.n == kStackedTailRows) << b.n;
+      EXPECT_EQ(r0, next);
+      next += b.n;
+      ++tiles;
+    }
+    EXPECT_GE(next, l.n);
+    EXPECT_EQ(next, l.capacity());
+    EXPECT_LT(next - l.n, kStackedRows);
+    if (l.n > l.small_rows) {
+      EXPECT_GT(tiles, 0);
+    }
+  }
+}
+
 // forward_batch's logits against forward()'s, bit for bit, with the batch GEMM mode `mode`;
 // returns how many of the three canvases differ.
 int canvases_differing(BatchGemm mode) {
