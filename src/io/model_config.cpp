@@ -24,6 +24,12 @@ namespace {
 // Upper bound of integer geometry fields: keeps every product of two of them inside size_t and
 // every single one inside int.
 constexpr int64_t kMaxInt = 1 << 30;
+// RoPE's frequencies are base^(-2i/head_dim): a base below 1 makes them grow with i (no released
+// model has one) and a tiny one overflows them in float. Every released base is >= 10^4.
+constexpr double kMinRopeTheta = 1.0;
+// Norm epsilons are added in float: below float's smallest normal (1.2e-38) they round towards 0
+// and an all-zero row normalises to 0/0. Released models use 1e-6 to 1e-5.
+constexpr double kMinNormEps = 1e-30;
 
 class Fields {
  public:
@@ -48,14 +54,17 @@ class Fields {
     if (!j_.contains(k) || j_[k].is_null()) return def;
     return req_int(k, lo, hi);
   }
-  // A finite number > 0 and < hi (RoPE base, norm epsilon): 0, negatives, infinities (1e999
-  // parses as inf) and NaN make every logit NaN.
-  double opt_positive(const char* k, double def, double hi) const {
+  // A finite number in [lo, hi) (RoPE base, norm epsilon): 0, negatives, infinities (1e999
+  // parses as inf) and NaN make every logit NaN, and so do values that are positive in double
+  // but not in the float arithmetic that uses them: an epsilon of 1e-299 is 0 as a float, a RoPE
+  // base of 1e-300 makes its frequencies infinite (a fuzz finding, docs/reliability.md).
+  double opt_in_range(const char* k, double def, double lo, double hi) const {
     if (!j_.contains(k) || j_[k].is_null()) return def;
     const json& v = j_[k];
     const double x = v.is_number() ? v.get<double>() : std::nan("");
-    if (!(std::isfinite(x) && x > 0.0 && x < hi))
-      fail("{}: field '{}' = {}: expected a finite number in (0, {:g})", file_, k, v.dump(), hi);
+    if (!(std::isfinite(x) && x >= lo && x < hi))
+      fail("{}: field '{}' = {}: expected a finite number in [{:g}, {:g})", file_, k, v.dump(), lo,
+           hi);
     return x;
   }
   bool opt_bool(const char* k, bool def) const {
@@ -113,8 +122,8 @@ void parse_llada(const Fields& f, ModelConfig& c) {
   // The embedding may be padded past the tokenizer's vocabulary, never shorter than it.
   c.vocab_size = f.opt_int("embedding_size", vocab, vocab);
   c.max_seq = f.opt_int("max_sequence_length", 4096, 1);
-  c.rope_theta = f.opt_positive("rope_theta", 10000.0, 1e12);
-  c.rms_eps = static_cast<float>(f.opt_positive("rms_norm_eps", 1e-5, 1.0));
+  c.rope_theta = f.opt_in_range("rope_theta", 10000.0, kMinRopeTheta, 1e12);
+  c.rms_eps = static_cast<float>(f.opt_in_range("rms_norm_eps", 1e-5, kMinNormEps, 1.0));
   c.tied_embeddings = f.opt_bool("weight_tying", false);
   c.qkv_bias = f.opt_bool("include_qkv_bias", false);
   c.mask_id = f.opt_int("mask_token_id", 126336);
@@ -139,8 +148,8 @@ void parse_dream(const Fields& f, const json& j, ModelConfig& c) {
   c.mlp_hidden = f.req_int("intermediate_size", 1);
   c.vocab_size = f.req_int("vocab_size", 1);
   c.max_seq = f.opt_int("max_position_embeddings", 32768, 1);
-  c.rope_theta = f.opt_positive("rope_theta", 10000.0, 1e12);
-  c.rms_eps = static_cast<float>(f.opt_positive("rms_norm_eps", 1e-6, 1.0));
+  c.rope_theta = f.opt_in_range("rope_theta", 10000.0, kMinRopeTheta, 1e12);
+  c.rms_eps = static_cast<float>(f.opt_in_range("rms_norm_eps", 1e-6, kMinNormEps, 1.0));
   c.tied_embeddings = f.opt_bool("tie_word_embeddings", false);
   c.qkv_bias = true;  // Qwen2 layout always has q/k/v biases
   c.mask_id = f.opt_int("mask_token_id", 151666);

@@ -133,7 +133,7 @@ def write_model(dst, **config_changes):
 
 def test_corrupt_configs(d, res, work):
     cases = [
-        ("rms_norm_eps=0", {"rms_norm_eps": 0}, "'rms_norm_eps' = 0: expected a finite number in (0, 1)"),
+        ("rms_norm_eps=0", {"rms_norm_eps": 0}, "'rms_norm_eps' = 0: expected a finite number in [1e-30, 1)"),
         ("rms_norm_eps=-1", {"rms_norm_eps": -1e-5}, "'rms_norm_eps'"),
         ("rope_theta=1e999", {"rope_theta": "__INF__"}, "number overflow parsing '1e999'"),
         ("rope_theta=0", {"rope_theta": 0}, "'rope_theta' = 0"),

@@ -54,12 +54,16 @@ TEST(ConfigValidation, AcceptsBothArchitectures) {
 // The class behind "a config field outside its range gave NaN logits with exit 0": a norm
 // epsilon or RoPE base that is zero, negative or not finite.
 TEST(ConfigValidation, RealFieldsFinitePositive) {
-  for (const char* v : {"0", "-1e-5", "2.5", "\"1e-5\""})
+  // 1e-0299 and 1e-300: positive doubles that are 0 as floats, or make RoPE's frequencies
+  // infinite (the fuzz finding fuzz/regressions/model_config/eps-zero-in-float).
+  for (const char* v : {"0", "-1e-5", "2.5", "\"1e-5\"", "1e-0299", "1e-31"})
     expect_error([&] { parse(with(kLLaDA, "rms_norm_eps", v)); },
-                 {"m/config.json", "'rms_norm_eps'", "finite number in (0, 1)"});
-  for (const char* v : {"0", "-10000", "1e13"})
+                 {"m/config.json", "'rms_norm_eps'", "finite number in [1e-30, 1)"});
+  for (const char* v : {"0", "-10000", "1e13", "1e-300", "0.5"})
     expect_error([&] { parse(with(kDream, "rope_theta", v)); },
-                 {"m/config.json", "'rope_theta'", "finite number in (0, 1e+12)"});
+                 {"m/config.json", "'rope_theta'", "finite number in [1, 1e+12)"});
+  EXPECT_FLOAT_EQ(parse(with(kLLaDA, "rms_norm_eps", "1e-12")).rms_eps, 1e-12f);
+  EXPECT_EQ(parse(with(kDream, "rope_theta", "1")).rope_theta, 1.0);
   // A number too large for a double never becomes infinity: the JSON reader refuses it.
   expect_error([&] { parse(with(kDream, "rope_theta", "1e999")); },
                {"m/config.json", "number overflow parsing '1e999'"});
