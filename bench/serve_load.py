@@ -76,6 +76,8 @@ def run_load(server, bodies, clients):
                 rec["gen_tokens"] = len(c["dllmq"]["tokens"])
                 rec["answer_tokens"] = body["usage"]["completion_tokens"]
                 rec["max_batch"] = c["dllmq"]["max_batch"]
+            else:  # what went wrong, for the report
+                rec["error"] = "%s: %s" % (status, json.dumps(body)[:300])
             with lock:
                 records.append(rec)
 
@@ -105,6 +107,7 @@ def summarize(name, records, rss, t0, wall, metrics, rss_warm):
         "config": name,
         "requests": len(records),
         "errors": len(records) - len(ok),
+        "error_kinds": sorted({r["error"] for r in records if "error" in r})[:5],
         "wall_s": wall,
         "p50_s": percentile(lat, 50),
         "p99_s": percentile(lat, 99),
@@ -134,6 +137,8 @@ def main():
     ap.add_argument("--one-parallel", type=int, default=1,
                     help="--parallel of the comparison server (1: one request at a time)")
     ap.add_argument("--threads", type=int, default=0, help="server OpenMP threads (0: all)")
+    ap.add_argument("--batch-wait", type=float, default=None,
+                    help="the batched server's --batch-wait (default: the server's own)")
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "synth", "test.jsonl"))
     ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
                     help="environment of the servers (e.g. GOMP_SPINCOUNT=10000); repeatable")
@@ -166,7 +171,9 @@ def main():
     results = {name: [] for name, _ in configs}
     for rnd in range(a.rounds):
         for name, parallel in configs:
-            with Server(a.dllmq, base + ["--parallel", str(parallel)], env=env) as s:
+            extra = ["--batch-wait", str(a.batch_wait)] if a.batch_wait is not None and \
+                parallel > 1 else []
+            with Server(a.dllmq, base + ["--parallel", str(parallel)] + extra, env=env) as s:
                 # The first passes warm the server up (kernels, buffers, threads); the last one
                 # is measured, and its RSS against the previous pass's end shows whether memory
                 # keeps growing.
@@ -193,6 +200,8 @@ def main():
                          row["p50_s"], row["p99_s"], row["errors"], row["mean_batch"],
                          " ".join("%.1f" % r for r in row["rss_after_passes_mib"]),
                          row["load_avg_1m"]), flush=True)
+                for e in row["error_kinds"]:
+                    print("    error: %s" % e, flush=True)
     load_after = os.getloadavg()
 
     best = {n: max(rows, key=lambda r: r["gen_tokens_per_s"]) for n, rows in results.items()}

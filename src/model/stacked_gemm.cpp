@@ -30,7 +30,7 @@ void stacked_blocks(const StackedLayout& layout, std::span<const int> rows, cons
       out.push_back({x + size_t(layout.row0[c]) * ldx, rows[c], y + size_t(layout.row0[c]) * ldy});
   for (int r0 = layout.small_rows; r0 < layout.n;) {
     const int m = layout.n - r0 <= kStackedTailRows ? kStackedTailRows : kStackedRows;
-    out.push_back({x + size_t(r0) * ldx, m, y + size_t(r0) * ldy});
+    out.push_back({x + size_t(r0) * ldx, m, y + size_t(r0) * ldy, true});
     r0 += m;
   }
 }

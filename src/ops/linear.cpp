@@ -25,9 +25,11 @@ int panel_rows(int in) {
   return std::clamp(r, 128, 1024);
 }
 
-// Per-thread scratch, grown once to the largest panel and kept (no allocation per call).
+// Per-thread scratch, grown once to the largest panel and kept (no allocation per call), with
+// the panel it holds (tiles: a thread reuses it for every tile of that panel it takes).
 struct LinearScratch {
   std::vector<float> panel;
+  int held = -1;  // first weight row of the panel widened into `panel` in this region, or -1
   void reserve(size_t n) {
     if (panel.size() < n) panel.resize(n);
   }
@@ -81,10 +83,14 @@ bool parallel_rows(int n, const Linear& l) {
   return n_panels > 1 && double(n) * l.out * l.in > 4e6;
 }
 
-// The product for `blocks`, panel by panel (each 16-bit panel widened once for all of them), on
-// one thread or across panels (`par`).
+// How linear_blocks spreads its work: one thread; one panel per thread, every block in it (the
+// threading a lone product gets); or (panel, block) pairs over the threads (stacked tiles).
+enum class Spread { kSerial, kPanels, kPairs };
+
+// The product for `blocks`, panel by panel (each 16-bit panel widened once for all of them on a
+// thread), spread as `spread` says.
 void linear_blocks(std::span<const LinearRows> blocks, const Linear& l, int ldy, ComputeDType dt,
-                   bool par) {
+                   Spread spread) {
   int n = 0;  // rows of all blocks
   for (const LinearRows& b : blocks) n += std::max(b.n, 0);
   if (n <= 0) return;
@@ -121,31 +127,46 @@ void linear_blocks(std::span<const LinearRows> blocks, const Linear& l, int ldy,
     off += nb;
   }
 
-#pragma omp parallel if (par)
+  // Work items: a panel with every block (kSerial, kPanels), or a panel with one block (kPairs,
+  // panel-major, so a thread's consecutive items share its widened panel).
+  const int nb = static_cast<int>(blocks.size());
+  const bool pairs = spread == Spread::kPairs;
+  const int items = pairs ? n_panels * nb : n_panels;
+#pragma omp parallel if (spread != Spread::kSerial && items > 1)
   {
     thread_local LinearScratch s;
     if (widen) s.reserve(size_t(pr) * in);
-#pragma omp for schedule(dynamic, 1)
-    for (int p = 0; p < n_panels; ++p) {
+    s.held = -1;  // the weights may have been other ones in the previous region
+    auto item = [&](int it) {
+      const int p = pairs ? it / nb : it;
+      const int i0 = pairs ? it % nb : 0, i1 = pairs ? i0 + 1 : nb;
       const int r0 = p * pr, rows = std::min(pr, out - r0);
       if (native) {
         const auto* w = static_cast<const uint16_t*>(l.w->data) + size_t(r0) * in;
-        for (size_t i = 0; i < blocks.size(); ++i)
+        for (int i = i0; i < i1; ++i)
           if (blocks[i].n > 0)
             gemm_bf16_nt(blocks[i].n, rows, in, static_cast<const uint16_t*>(xin[i]), in, w, in,
                          blocks[i].y + r0, ldy);
-        continue;
+        return;
       }
-
       const float* w = static_cast<const float*>(l.w->data) + size_t(r0) * in;
       if (widen) {
-        widen_panel(l, r0, rows, bf16, s.panel.data());
+        if (s.held != r0) widen_panel(l, r0, rows, bf16, s.panel.data());
+        s.held = r0;
         w = s.panel.data();
       }
-      for (size_t i = 0; i < blocks.size(); ++i)
+      for (int i = i0; i < i1; ++i)
         if (blocks[i].n > 0)
           sgemm_nt(blocks[i].n, rows, in, static_cast<const float*>(xin[i]), in, w, in,
                    blocks[i].y + r0, ldy);
+    };
+    if (pairs) {
+      // Contiguous runs of items per thread: a thread widens each of its panels once.
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      for (int it = items * t / nt; it < items * (t + 1) / nt; ++it) item(it);
+    } else {
+#pragma omp for schedule(dynamic, 1)
+      for (int it = 0; it < items; ++it) item(it);
     }
   }
   if (l.b != nullptr) {
@@ -171,12 +192,20 @@ void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy
   if (ldy == 0) ldy = l.out;
   // Every block runs in the threading context linear() gives it alone: a GEMM library may
   // split a product differently when it is free to use threads than inside a parallel region.
-  thread_local std::vector<LinearRows> serial, parallel;
+  thread_local std::vector<LinearRows> serial, parallel, tiles;
   serial.clear();
   parallel.clear();
-  for (const LinearRows& b : blocks) (parallel_rows(b.n, l) ? parallel : serial).push_back(b);
-  if (!serial.empty()) linear_blocks(serial, l, ldy, dt, false);
-  if (!parallel.empty()) linear_blocks(parallel, l, ldy, dt, true);
+  tiles.clear();
+  // Tiles go to the threads as (panel, tile) pairs where there are fewer panels than threads
+  // (the small models, whose products are one panel and would otherwise run on one thread);
+  // with enough panels they split by panel like any product, each panel widened once.
+  const int n_panels = (l.out + panel_rows(l.in) - 1) / panel_rows(l.in);
+  const bool pair_tiles = n_panels < omp_get_max_threads();
+  for (const LinearRows& b : blocks)
+    (b.tile && pair_tiles ? tiles : parallel_rows(b.n, l) ? parallel : serial).push_back(b);
+  if (!serial.empty()) linear_blocks(serial, l, ldy, dt, Spread::kSerial);
+  if (!parallel.empty()) linear_blocks(parallel, l, ldy, dt, Spread::kPanels);
+  if (!tiles.empty()) linear_blocks(tiles, l, ldy, dt, Spread::kPairs);
 }
 
 void linear_ref(const float* x, int n, const Linear& l, float* y, ComputeDType dt) {

@@ -36,12 +36,18 @@ struct LinearRows {
   const float* x = nullptr;
   int n = 0;
   float* y = nullptr;
+  // A tile of a stacked product (model/stacked_gemm.h): rows of several canvases, a shape no lone
+  // forward has, so it owes no forward its threading context. Tiles run side by side, one GEMM
+  // per thread; whether that gives every row its lone forward's bits is what
+  // stacked_gemm_exact checks.
+  bool tile = false;
 };
 
 // The same weights applied to several independent row blocks (the canvases of a batched
 // forward). Each weight panel is widened once and multiplied with every block in a GEMM call of
 // that block's own shape, so every block's result is bit-identical to linear() on it alone: a
 // GEMM library may pick other kernels, hence other summation orders, for another row count.
+// Blocks marked `tile` are spread over the threads instead (each panel widened once per thread).
 void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy = 0,
                     ComputeDType dt = ComputeDType::kF32);
 

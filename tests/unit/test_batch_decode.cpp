@@ -4,6 +4,7 @@
 // sampling) produce exactly their batch-1 tokens, NFE and KV bytes. A failing or cancelled decoder
 // leaves the others untouched.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -89,6 +90,51 @@ TEST(LinearGrouped, MixedBlocksEqualLinearAlone) {
       worst = std::max(worst, double(std::abs(grouped[i] - ref[i])));
     EXPECT_LT(worst, 1e-3) << compute_dtype_name(dt);
   }
+}
+
+// Stacked tiles spread over the threads as (panel, tile) pairs, each thread widening a panel once
+// for the tiles it takes: every row must still be its product (reference in double precision),
+// and a block that is not a tile keeps linear()'s bits. Four threads on 1- and 2-panel weights
+// (2048 x 256 is two panels), so pairs cross panels and threads share none.
+TEST(LinearGrouped, TilesOnThreadsMatchReference) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(4);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const int out : {256, 2048}) {
+    const int in = 256;
+    std::vector<uint16_t> w(size_t(out) * in);
+    for (uint16_t& x : w) x = f32_to_bf16(0.05f * normal(rng));
+    TensorView tv;
+    tv.name = "w";
+    tv.dtype = DType::kBF16;
+    tv.shape = {out, in};
+    tv.data = w.data();
+    tv.nbytes = w.size() * 2;
+    const Linear l{&tv, nullptr, out, in};
+    const int rows[] = {5, 128, 128, 64};  // a small canvas's own block, then three tiles
+    const int n = 5 + 128 + 128 + 64;
+    std::vector<float> x(size_t(n) * in), y(size_t(n) * out), alone(size_t(5) * out), ref(y.size());
+    for (float& v : x) v = normal(rng);
+    for (ComputeDType dt : {ComputeDType::kF32, ComputeDType::kBF16}) {
+      std::vector<LinearRows> blocks;
+      int r0 = 0;
+      for (int r : rows) {
+        blocks.push_back({x.data() + size_t(r0) * in, r, y.data() + size_t(r0) * out, r0 > 0});
+        r0 += r;
+      }
+      std::fill(y.begin(), y.end(), 0.0f);
+      linear_grouped(blocks, l, 0, dt);
+      linear(x.data(), 5, l, alone.data(), 0, dt);
+      EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), alone.size() * 4)) << out;
+      linear_ref(x.data(), n, l, ref.data(), dt);
+      double worst = 0;
+      for (size_t i = 0; i < ref.size(); ++i)
+        worst = std::max(worst, double(std::abs(y[i] - ref[i])));
+      EXPECT_LT(worst, 1e-3) << "out " << out << " " << compute_dtype_name(dt);
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 // The stacked layout: small canvases first, a GEMM each; the rest covered by tiles of exactly
