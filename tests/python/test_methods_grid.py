@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -92,6 +93,19 @@ def main():
             rep = subprocess.run([a.dllmq, "calib-report", out], capture_output=True, text=True)
             res.check("calibrated %s/%s" % (model, os.path.basename(out)), ok and rep.returncode == 0,
                       rep.stderr[-300:])
+    # The heat map of one dLLM-KVQ artifact: a real PNG of a readable size (matplotlib draws it).
+    dk = [c["out"].replace("{model}", models[0]) for c in cfg["calibrate"] if "dllm" in c["out"]]
+    if dk and os.path.exists(dk[0]):
+        png = os.path.join(a.workdir, "heatmap.png")
+        rep = subprocess.run([a.dllmq, "calib-report", dk[0], "--png", png], capture_output=True,
+                             text=True)
+        head = open(png, "rb").read(24) if os.path.exists(png) else b""
+        w, h = struct.unpack(">II", head[16:24]) if len(head) == 24 else (0, 0)
+        res.check("calib-report-png", rep.returncode == 0 and head[:8] == b"\x89PNG\r\n\x1a\n"
+                  and w >= 400 and h >= 300 and os.path.getsize(png) > 10000,
+                  "%dx%d %s" % (w, h, rep.stderr[-300:]))
+    else:
+        res.check("calib-report-png", False, "no dllm-kvq artifact in the small grid")
     md = open(os.path.join(cfg["out"], "grid.md")).read() if os.path.exists(
         os.path.join(cfg["out"], "grid.md")) else ""
     names = [b["name"] for b in cfg["grid"]["kv"]]
