@@ -48,8 +48,20 @@ int main(int argc, char** argv) {
   std::string model = DLLMQ_SOURCE_DIR "/models/dllmq-synth-tiny", cache = "dual", dtype = "fp32";
   int batch = 16, prompt_len = 32, gen = 48, block = 16, rounds = 2;
   double threshold = 0.9;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "-h" || k == "--help") {
+      std::printf(
+          "build/bench/batch_decode_bench [-m MODEL] [--batch 16] [--prompt-length 32] "
+          "[--gen-length 48]\n    [--block-length 16] [--cache dual] [--threshold 0.9] "
+          "[--rounds 2] [--dtype fp32]\n");
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "option %s needs a value (--help lists them)\n", k.c_str());
+      return 1;
+    }
+    const std::string v = argv[i + 1];
     if (k == "-m")
       model = v;
     else if (k == "--batch")
@@ -72,6 +84,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 1;
     }
+  }
+  if (batch < 1 || prompt_len < 1 || gen < 1 || block < 1 || rounds < 1 ||
+      !(threshold >= 0.0 && threshold <= 1.0)) {
+    std::fprintf(stderr,
+                 "--batch, --prompt-length, --gen-length, --block-length and --rounds must be "
+                 ">= 1, --threshold in [0, 1]\n");
+    return 1;
   }
   auto m = Model::load(model);
   m->set_compute_dtype(parse_compute_dtype(dtype));
