@@ -51,6 +51,23 @@ std::unique_ptr<KvStore> make_store(const Model& m, const std::string& method, i
   return s;
 }
 
+// A bf16 weight [out, in] of N(0, 0.05^2) values, as a Linear without bias.
+struct RandomBf16Weight {
+  std::vector<uint16_t> w;
+  TensorView tv;
+  Linear linear;
+  RandomBf16Weight(int out, int in, std::mt19937& rng) : w(size_t(out) * in) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (uint16_t& x : w) x = f32_to_bf16(0.05f * normal(rng));
+    tv.name = "w";
+    tv.dtype = DType::kBF16;
+    tv.shape = {out, in};
+    tv.data = w.data();
+    tv.nbytes = w.size() * 2;
+    linear = Linear{&tv, nullptr, out, in};
+  }
+};
+
 // linear_grouped: blocks small enough for one thread and blocks large enough for the panel
 // threads (16-bit weights widened once for all of them), each equal to linear() alone and close
 // to the double-precision reference. The parallel path needs more than one OpenMP thread and a
@@ -59,15 +76,8 @@ TEST(LinearGrouped, MixedBlocksEqualLinearAlone) {
   const int out = 4096, in = 256;
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<uint16_t> w(size_t(out) * in);
-  for (uint16_t& x : w) x = f32_to_bf16(0.05f * normal(rng));
-  TensorView tv;
-  tv.name = "w";
-  tv.dtype = DType::kBF16;
-  tv.shape = {out, in};
-  tv.data = w.data();
-  tv.nbytes = w.size() * 2;
-  const Linear l{&tv, nullptr, out, in};
+  RandomBf16Weight rw(out, in, rng);
+  const Linear& l = rw.linear;
   const int rows[] = {3, 40, 1, 16, 64};  // 40 and 64 rows: 4096 * 256 * n > 4e6 -> panel threads
   int n = 0;
   for (int r : rows) n += r;
@@ -103,15 +113,8 @@ TEST(LinearGrouped, TilesOnThreadsMatchReference) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const int out : {256, 2048}) {
     const int in = 256;
-    std::vector<uint16_t> w(size_t(out) * in);
-    for (uint16_t& x : w) x = f32_to_bf16(0.05f * normal(rng));
-    TensorView tv;
-    tv.name = "w";
-    tv.dtype = DType::kBF16;
-    tv.shape = {out, in};
-    tv.data = w.data();
-    tv.nbytes = w.size() * 2;
-    const Linear l{&tv, nullptr, out, in};
+    RandomBf16Weight rw(out, in, rng);
+    const Linear& l = rw.linear;
     const int rows[] = {5, 128, 128, 64};  // a small canvas's own block, then three tiles
     const int n = 5 + 128 + 128 + 64;
     std::vector<float> x(size_t(n) * in), y(size_t(n) * out), alone(size_t(5) * out), ref(y.size());
