@@ -177,7 +177,7 @@ def test_synth(c, data):
 
 
 def test_math(c, data):
-    fixtures = read_jsonl(os.path.join(FIX, "math.jsonl"))
+    fixtures = read_jsonl(os.path.join(FIX, "math.lmeval.jsonl"))
     docs = read_jsonl(os.path.join(data, "math", "test.jsonl"))
     d2, responses = per_record_docs("math", fixtures, lambda i: docs[i])
     dpath = c.path("math.data.jsonl")
@@ -186,7 +186,7 @@ def test_math(c, data):
 
 
 def test_gsm8k(c, data):
-    fixtures = read_jsonl(os.path.join(FIX, "gsm8k.jsonl"))
+    fixtures = read_jsonl(os.path.join(FIX, "gsm8k.lmeval.jsonl"))
     docs = read_jsonl(os.path.join(data, "gsm8k", "test.jsonl"))
     d2, responses = per_record_docs("gsm8k", fixtures, lambda i: docs[i])
     dpath = c.path("gsm8k.data.jsonl")
@@ -198,7 +198,7 @@ def test_gsm8k(c, data):
 
 
 def test_humaneval(c, data):
-    fixtures = read_jsonl(os.path.join(FIX, "humaneval.jsonl"))
+    fixtures = read_jsonl(os.path.join(FIX, "humaneval.lmeval.jsonl"))
     docs = {d["task_id"]: d for d in read_jsonl(os.path.join(data, "humaneval", "HumanEval.jsonl.gz"))}
     d2, responses = per_record_docs("humaneval", fixtures, lambda i: docs[i], "task_id",
                                     lambda k, f: "%s/r%d" % (f["task_id"], k))
@@ -210,7 +210,7 @@ def test_humaneval(c, data):
 
 
 def test_mbpp(c, data):
-    fixtures = read_jsonl(os.path.join(FIX, "mbpp.jsonl"))
+    fixtures = read_jsonl(os.path.join(FIX, "mbpp.lmeval.jsonl"))
     docs = {d["task_id"]: d for d in read_jsonl(os.path.join(data, "mbpp", "mbpp.jsonl"))}
     if len(fixtures) > 500:
         raise RuntimeError("more mbpp fixtures than test-split ids")

@@ -456,7 +456,7 @@ def main():
         rnd = random.Random(a.seed)
         docs, recs = build_math(a.data, rnd)
         rows = score_math(os.path.join(a.data, "math", "test.jsonl"), docs, recs)
-        write_jsonl(os.path.join(a.out, "math.jsonl"), rows)
+        write_jsonl(os.path.join(a.out, "math.lmeval.jsonl"), rows)
         meta["counts"]["math"] = len(rows)
         print("math: %d (%.0f s)" % (len(rows), time.time() - t0), flush=True)
     if "math_synth" in only:
@@ -481,7 +481,7 @@ def main():
         rnd = random.Random(a.seed + len(name))
         docs, recs = build(a.data, rnd)
         rows = score(a.data, docs, recs)
-        write_jsonl(os.path.join(a.out, name + ".jsonl"), rows)
+        write_jsonl(os.path.join(a.out, name + ".lmeval.jsonl"), rows)
         meta["counts"][name] = len(rows)
         print("%s: %d (%.0f s)" % (name, len(rows), time.time() - t0), flush=True)
     mpath = os.path.join(a.out, "meta.json")
