@@ -25,6 +25,11 @@ int panel_rows(int in) {
   return std::clamp(r, 128, 1024);
 }
 
+// Panels of `l`: the work items a product splits into across threads.
+int panel_count(const Linear& l) {
+  return (l.out + panel_rows(l.in) - 1) / panel_rows(l.in);
+}
+
 // Per-thread scratch, grown once to the largest panel and kept (no allocation per call), with
 // the panel it holds (tiles: a thread reuses it for every tile of that panel it takes).
 struct LinearScratch {
@@ -79,8 +84,7 @@ namespace {
 // Whether linear() runs a product of `n` rows on several threads (one panel each): small
 // products stay on one thread, where a parallel region costs more than it saves.
 bool parallel_rows(int n, const Linear& l) {
-  const int n_panels = (l.out + panel_rows(l.in) - 1) / panel_rows(l.in);
-  return n_panels > 1 && double(n) * l.out * l.in > 4e6;
+  return panel_count(l) > 1 && double(n) * l.out * l.in > 4e6;
 }
 
 // How linear_blocks spreads its work: one thread; one panel per thread, every block in it (the
@@ -99,7 +103,7 @@ void linear_blocks(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   const bool native = bf16 && l.w->dtype == DType::kBF16 && gemm_info().bf16_native;
   const bool widen = !native && (l.w->dtype != DType::kF32 || bf16);
   const int pr = panel_rows(in);
-  const int n_panels = (out + pr - 1) / pr;
+  const int n_panels = panel_count(l);
 
   // Inputs as the GEMM reads them: the caller's rows, or (bf16 compute) rounded copies of all
   // blocks side by side, made once and shared by every panel.
@@ -199,8 +203,7 @@ void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy
   // Tiles go to the threads as (panel, tile) pairs where there are fewer panels than threads
   // (the small models, whose products are one panel and would otherwise run on one thread);
   // with enough panels they split by panel like any product, each panel widened once.
-  const int n_panels = (l.out + panel_rows(l.in) - 1) / panel_rows(l.in);
-  const bool pair_tiles = n_panels < omp_get_max_threads();
+  const bool pair_tiles = panel_count(l) < omp_get_max_threads();
   for (const LinearRows& b : blocks)
     (b.tile && pair_tiles ? tiles : parallel_rows(b.n, l) ? parallel : serial).push_back(b);
   if (!serial.empty()) linear_blocks(serial, l, ldy, dt, Spread::kSerial);
