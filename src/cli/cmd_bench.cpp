@@ -52,7 +52,7 @@ std::string describe_backend() {
   const GemmInfo& g = gemm_info();
   return fmt::format("{} (kernels {}, CPU {}{}), {} threads, bf16 products {}; {}", g.name, g.isa,
                      g.cpu_isa, g.generic ? ", GENERIC" : "", gemm_threads(),
-                     g.bf16_native ? "native" : "widened to f32", g.why);
+                     g.bf16_why, g.why);
 }
 
 // One row of the roofline table: against the large-M GEMM peak and the read bandwidth.
@@ -194,6 +194,7 @@ void run_bench(const BenchArgs& a) {
                         {"cpu_isa", gi.cpu_isa},
                         {"gemm_generic", gi.generic},
                         {"bf16_native", gi.bf16_native},
+                        {"bf16_why", gi.bf16_why},
                         {"threads", gemm_threads()},
                         {"peak_gemm_gflops_512", pk.gemm_large},
                         {"peak_gemm_gflops_32", pk.gemm_small},

@@ -48,6 +48,7 @@ void register_inspect(CLI::App& app) {
     j["cpu_isa"] = g.cpu_isa;
     j["gemm_generic"] = g.generic;
     j["bf16_native"] = g.bf16_native;
+    j["bf16_why"] = g.bf16_why;
     j["threads"] = gemm_threads();
     if (*as_json) {
       std::puts(j.dump().c_str());
@@ -70,8 +71,8 @@ void register_inspect(CLI::App& app) {
     fmt::print("KV per token   {} bytes at fp16 (K+V, all layers)\n", c.kv_bytes_per_token_fp16());
     fmt::print("gemm backend   {}, kernels for {} (CPU has {}){}\n", g.name, g.isa, g.cpu_isa,
                g.generic ? ": GENERIC, slow" : "");
-    fmt::print("               {}; bf16 products {}\n", g.why,
-               g.bf16_native ? "native (bf16 dot products)" : "widened to f32");
+    fmt::print("               {}\n", g.why);
+    fmt::print("bf16 products  {}\n", g.bf16_why);
     fmt::print("threads        {}\n", gemm_threads());
   });
 }

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "io/dtype.h"
 
 #ifdef DLLMQ_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -61,6 +64,7 @@ GemmInfo probe_openblas() {
   const bool tuned =
       std::any_of(std::begin(kTuned), std::end(kTuned), [&](const char* t) { return core == t; });
   i.generic = cpu_has_avx2() && !tuned;
+  i.bf16_why = "widened to f32 (the OpenBLAS backend has no bf16 products)";
   return i;
 }
 
@@ -153,6 +157,74 @@ void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* 
   stream.wait();
 }
 
+// Seconds of the best of `reps` runs of `fn` (after one warm-up run).
+template <class F>
+double best_seconds(int reps, F&& fn) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// Whether bf16 compute multiplies bf16 x bf16 on oneDNN's bf16 dot-product kernel ("native") or
+// widens the weights to f32 and runs the f32 kernel (same numerics class: bf16 inputs, f32
+// products and sums; other summation order). A bf16 dot-product instruction is not faster on
+// every CPU that has one: on Zen 4 native runs at ~2x the f32 rate, on an Emerald Rapids Xeon
+// whose AMX the hypervisor hides (AVX512-BF16 only) at ~0.55x (docs/performance.md). So the
+// choice is measured, not read from a CPU-model table: a weight panel's product (256 x 1024) at
+// the dual-cache step's 32 rows and at a prompt's 256, one per thread on every thread as the
+// engine runs them; native is kept unless widening takes at most 1/1.2 of its time over both,
+// so a near tie never flips between runs.
+// DLLMQ_BF16_GEMM=native|widened forces the choice (reproducing bits across machines).
+void choose_bf16_products(bool jit_bf16, GemmInfo& i) {
+  i.bf16_native = false;
+  i.bf16_jit = jit_bf16;
+  if (!jit_bf16) {
+    i.bf16_why = "widened to f32 (no bf16 dot-product kernel on this CPU)";
+    return;
+  }
+  const char* env = std::getenv("DLLMQ_BF16_GEMM");
+  const std::string want = env ? lower(env) : "";
+  if (want == "native" || want == "widened") {
+    i.bf16_native = want == "native";
+    i.bf16_why = fmt::format("{} (DLLMQ_BF16_GEMM={})",
+                             i.bf16_native ? "native, bf16 dot products" : "widened to f32", want);
+    return;
+  }
+  constexpr int n = 256, k = 1024;
+  double native_s = 0.0, widened_s = 0.0;
+#pragma omp parallel reduction(max : native_s, widened_s)
+  {
+    double nat = 0.0, wid = 0.0;  // this thread's sums (the reduction's copies start at -inf)
+    for (const int m : {32, 256}) {
+      std::vector<uint16_t> a(size_t(m) * k), b(size_t(n) * k);
+      for (size_t j = 0; j < a.size(); ++j) a[j] = uint16_t(0x3f00 + j % 127);  // ~[0.5, 1)
+      for (size_t j = 0; j < b.size(); ++j) b[j] = uint16_t(0xbc00 + j % 251);  // small negatives
+      std::vector<float> af(a.size()), bf(b.size()), c(size_t(m) * n);
+      to_f32(DType::kBF16, a.data(), af.data(), af.size());
+      nat += best_seconds(5, [&] {
+        run_nt_matmul(dnnl::memory::data_type::bf16, m, n, k, a.data(), k, b.data(), k, c.data(),
+                      n);
+      });
+      wid += best_seconds(5, [&] {
+        to_f32(DType::kBF16, b.data(), bf.data(), bf.size());  // the engine widens per call too
+        run_nt_matmul(dnnl::memory::data_type::f32, m, n, k, af.data(), k, bf.data(), k, c.data(),
+                      n);
+      });
+    }
+    native_s = nat;
+    widened_s = wid;
+  }
+  i.bf16_native = native_s <= 1.2 * widened_s;
+  i.bf16_why = fmt::format("{} (bf16 dot products measured {:.2f}x the widened f32 rate here)",
+                           i.bf16_native ? "native, bf16 dot products" : "widened to f32",
+                           widened_s / native_s);
+}
+
 GemmInfo probe_onednn() {
   GemmInfo i;
   i.lib = GemmLib::kOneDnn;
@@ -165,14 +237,16 @@ GemmInfo probe_onednn() {
       isa == dnnl_cpu_isa_all || (cpu_has_avx2() && (isa & dnnl_cpu_isa_avx2) != dnnl_cpu_isa_avx2);
   // bf16 products are worth it only on a JIT kernel with bf16 dot products; elsewhere oneDNN
   // runs a reference loop and widening to f32 is much faster.
+  bool jit_bf16 = false;
   if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16) {
     try {
       const std::string impl = bf16_matmul_pd(32, 256, 256, 256, 256, 256).impl_info_str();
-      i.bf16_native = impl.find("ref") == std::string::npos;
+      jit_bf16 = impl.find("ref") == std::string::npos;
     } catch (const dnnl::error&) {
-      i.bf16_native = false;
+      jit_bf16 = false;
     }
   }
+  choose_bf16_products(jit_bf16, i);
   return i;
 }
 #endif
@@ -255,6 +329,13 @@ void gemm_select(GemmLib lib) {
   b = lib == GemmLib::kOneDnn ? probe_onednn() : probe_openblas();
   b.why = "selected by the caller";
 #endif
+}
+
+bool gemm_set_bf16_native(bool native) {
+  GemmInfo& b = backend();
+  b.bf16_native = native && b.bf16_jit;
+  b.bf16_why = b.bf16_native ? "native, bf16 dot products (forced)" : "widened to f32 (forced)";
+  return b.bf16_native;
 }
 
 int gemm_threads() {

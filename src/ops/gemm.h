@@ -19,7 +19,12 @@ struct GemmInfo {
   std::string isa;       // instruction set its kernels run: "avx2", "avx512_core_bf16", "Haswell"
   std::string cpu_isa;   // best vector ISA the CPU itself has (what a tuned library would use)
   bool generic = false;  // the kernels do not use the CPU's vector units (slow path)
-  bool bf16_native = false;  // bf16 x bf16 -> f32 products run on a JIT kernel (AVX512-BF16/AMX)
+  // bf16 compute multiplies bf16 x bf16 -> f32 on a JIT dot-product kernel (AVX512-BF16/AMX)
+  // rather than widening the weights to f32: only where such a kernel exists and measured no
+  // slower than widening on this machine (bf16_why says which and why).
+  bool bf16_native = false;
+  bool bf16_jit = false;  // such a kernel exists here (whether or not it is used)
+  std::string bf16_why;
   std::string why;           // one line: why this library was chosen
 };
 
@@ -27,6 +32,10 @@ struct GemmInfo {
 const GemmInfo& gemm_info();
 // Forces a library (tests, benchmarks). Not thread-safe against running GEMMs.
 void gemm_select(GemmLib lib);
+// Forces bf16 compute's products native (where a bf16 JIT kernel exists) or widened to f32, as
+// DLLMQ_BF16_GEMM does at start-up (tests, benchmarks). Returns whether native is in use now.
+// Not thread-safe against running GEMMs.
+bool gemm_set_bf16_native(bool native);
 // Whether a library is compiled in (oneDNN is optional at build time).
 bool gemm_available(GemmLib lib);
 const char* gemm_lib_name(GemmLib lib);

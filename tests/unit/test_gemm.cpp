@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -118,12 +119,22 @@ TEST(Gemm, RoundToBf16IsNearestEven) {
   EXPECT_EQ(y[2], 1.015625f);
 }
 
-class LinearBf16Test : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+class LinearBf16Test : public ::testing::TestWithParam<std::tuple<DType, int, bool>> {};
 
 TEST_P(LinearBf16Test, MatchesRoundedReference) {
   // bf16 compute: inputs (and f32 weights) rounded to bf16, f32 accumulation. The reference
-  // rounds the same values and sums in f64, so only summation order differs.
-  auto [dt, n] = GetParam();
+  // rounds the same values and sums in f64, so only summation order differs. Both product paths
+  // (native bf16 dot products, widened f32) whatever this machine's measured choice.
+  auto [dt, n, native] = GetParam();
+  const bool was = gemm_info().bf16_native;
+  if (gemm_set_bf16_native(native) != native) {
+    gemm_set_bf16_native(was);
+    GTEST_SKIP() << "no bf16 dot-product kernel on this build / CPU";
+  }
+  struct Restore {
+    bool was;
+    ~Restore() { gemm_set_bf16_native(was); }
+  } restore{was};
   const int in = 300, out = 1100;
   OwnedTensor w(randn(size_t(out) * in, 8, 0.1f), {out, in}, dt);
   const Linear l{&w.t, nullptr, out, in};
@@ -139,7 +150,39 @@ TEST_P(LinearBf16Test, MatchesRoundedReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearBf16Test,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
-                                            ::testing::Values(1, 32, 130)));
+                                            ::testing::Values(1, 32, 130),
+                                            ::testing::Bool()));
+
+TEST(Gemm, Bf16ProductChoiceFollowsTheEnvironment) {
+  // DLLMQ_BF16_GEMM forces the path at start-up (a re-probe here); without it the choice is
+  // measured and says so.
+  if (!gemm_available(GemmLib::kOneDnn)) GTEST_SKIP() << "oneDNN not compiled in";
+  const GemmLib lib = gemm_info().lib;
+  auto reprobe = [] {
+    gemm_select(GemmLib::kOpenBlas);
+    gemm_select(GemmLib::kOneDnn);
+    return gemm_info();
+  };
+  setenv("DLLMQ_BF16_GEMM", "widened", 1);
+  GemmInfo g = reprobe();
+  EXPECT_FALSE(g.bf16_native);
+  EXPECT_NE(g.bf16_why.find("widened to f32"), std::string::npos) << g.bf16_why;
+  if (g.bf16_jit) {
+    EXPECT_NE(g.bf16_why.find("DLLMQ_BF16_GEMM=widened"), std::string::npos) << g.bf16_why;
+  }
+  setenv("DLLMQ_BF16_GEMM", "native", 1);
+  g = reprobe();
+  EXPECT_EQ(g.bf16_native, g.bf16_jit);
+  unsetenv("DLLMQ_BF16_GEMM");
+  g = reprobe();
+  if (g.bf16_jit) {
+    EXPECT_NE(g.bf16_why.find("measured"), std::string::npos) << g.bf16_why;
+  } else {
+    EXPECT_FALSE(g.bf16_native);
+  }
+  gemm_select(lib == GemmLib::kOneDnn ? GemmLib::kOpenBlas : GemmLib::kOneDnn);
+  gemm_select(lib);
+}
 
 TEST(ComputeDType, ParsesAndNames) {
   EXPECT_EQ(parse_compute_dtype("fp32"), ComputeDType::kF32);
