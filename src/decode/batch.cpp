@@ -81,6 +81,7 @@ void ForwardBatcher::run() {
     last_batch_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int k = static_cast<int>(batch.size());
     ++stats_.batches;
+    stats_.forward_s += last_batch_s_;
     stats_.canvases += k;
     if (int(stats_.by_size.size()) <= k) stats_.by_size.resize(k + 1, 0);
     ++stats_.by_size[k];

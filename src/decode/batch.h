@@ -75,6 +75,7 @@ class ForwardBatcher {
     int64_t batches = 0;           // forward_batch calls
     int64_t canvases = 0;          // canvas forwards in them
     std::vector<int64_t> by_size;  // by_size[k]: batches of k canvases
+    double forward_s = 0.0;        // wall seconds the batching thread spent running forwards
     int seated = 0;                // decoders seated now
   };
   Stats stats() const;

@@ -89,6 +89,10 @@ std::string Metrics::render(const Engine::Stats& st, const EngineConfig& cfg) co
   s += counter("dllmq_steps_total", "Denoising steps of finished jobs", steps_);
   s += counter("dllmq_batches_total", "Batched forwards run", st.batches.batches);
   s += counter("dllmq_batch_canvases_total", "Canvases in those forwards", st.batches.canvases);
+  // Against wall time: the share of it the batching thread computed forwards (the rest it waited
+  // for decoders to sample and ask again, or for work).
+  s += counter("dllmq_batch_forward_seconds_total", "Seconds spent running batched forwards",
+               st.batches.forward_s);
   s += "# HELP dllmq_batches_by_size_total Batched forwards by number of canvases\n"
        "# TYPE dllmq_batches_by_size_total counter\n";
   for (size_t k = 1; k < st.batches.by_size.size(); ++k)

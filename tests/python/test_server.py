@@ -84,7 +84,7 @@ def check_endpoints(R, s):
     text = raw.decode()
     names = ["dllmq_requests_total", "dllmq_generated_tokens_total", "dllmq_nfe_total",
              "dllmq_queue_depth", "dllmq_kv_bytes_held", "dllmq_request_duration_seconds_bucket",
-             "dllmq_batches_total", "dllmq_resident_bytes"]
+             "dllmq_batches_total", "dllmq_batch_forward_seconds_total", "dllmq_resident_bytes"]
     ok = st == 200 and h["content-type"].startswith("text/plain") and all(n in text for n in names)
     for line in text.splitlines():  # every sample line is "name{labels} number"
         if line and not line.startswith("#"):
@@ -319,6 +319,10 @@ def check_concurrent(R, s, dllmq, label):
                 if k.startswith("dllmq_batches_by_size_total") and '"1"' not in k)
     R.check("concurrent mixed requests = batch 1 (%s)" % label, ok and multi > 0,
             "%d forwards with 2+ canvases" % multi)
+    # The batching thread's forward time grew, by no more than the wall time of the requests.
+    busy = after.get("dllmq_batch_forward_seconds_total", -1) - \
+        before.get("dllmq_batch_forward_seconds_total", 0)
+    R.check("batch forward seconds counted (%s)" % label, 0 < busy < 600, "%.3f s" % busy)
 
 
 def raw_post(port, body):
