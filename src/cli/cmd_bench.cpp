@@ -51,8 +51,7 @@ Peaks measure_peaks(const Model& m) {
 std::string describe_backend() {
   const GemmInfo& g = gemm_info();
   return fmt::format("{} (kernels {}, CPU {}{}), {} threads, bf16 products {}; {}", g.name, g.isa,
-                     g.cpu_isa, g.generic ? ", GENERIC" : "", gemm_threads(),
-                     g.bf16_why, g.why);
+                     g.cpu_isa, g.generic ? ", GENERIC" : "", gemm_threads(), g.bf16_why, g.why);
 }
 
 // One row of the roofline table: against the large-M GEMM peak and the read bandwidth.

@@ -5,7 +5,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "io/dtype.h"
+#include "util/best_time.h"
 
 #ifdef DLLMQ_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -42,6 +42,11 @@ bool cpu_has_avx2() {
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
+}
+
+// How bf16 compute multiplies, as `inspect` and `bench` say it.
+const char* bf16_path(bool native) {
+  return native ? "native, bf16 dot products" : "widened to f32";
 }
 
 // OpenBLAS's DYNAMIC_ARCH picks a kernel set by CPU model; anything older than Haswell's on a
@@ -157,19 +162,6 @@ void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* 
   stream.wait();
 }
 
-// Seconds of the best of `reps` runs of `fn` (after one warm-up run).
-template <class F>
-double best_seconds(int reps, F&& fn) {
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 // Whether bf16 compute multiplies bf16 x bf16 on oneDNN's bf16 dot-product kernel ("native") or
 // widens the weights to f32 and runs the f32 kernel (same numerics class: bf16 inputs, f32
 // products and sums; other summation order). A bf16 dot-product instruction is not faster on
@@ -179,20 +171,16 @@ double best_seconds(int reps, F&& fn) {
 // the dual-cache step's 32 rows and at a prompt's 256, one per thread on every thread as the
 // engine runs them; native is kept unless widening takes at most 1/1.2 of its time over both,
 // so a near tie never flips between runs.
-// DLLMQ_BF16_GEMM=native|widened forces the choice (reproducing bits across machines).
-void choose_bf16_products(bool jit_bf16, GemmInfo& i) {
+// DLLMQ_BF16_GEMM=native|widened forces the choice (reproducing bits across machines). Run for
+// the backend in use only (a start-up cost of ~25 ms), after probe_onednn found the kernel.
+void choose_bf16_products(GemmInfo& i) {
   i.bf16_native = false;
-  i.bf16_jit = jit_bf16;
-  if (!jit_bf16) {
-    i.bf16_why = "widened to f32 (no bf16 dot-product kernel on this CPU)";
-    return;
-  }
+  if (!i.bf16_jit) return;  // bf16_why says so already
   const char* env = std::getenv("DLLMQ_BF16_GEMM");
   const std::string want = env ? lower(env) : "";
   if (want == "native" || want == "widened") {
     i.bf16_native = want == "native";
-    i.bf16_why = fmt::format("{} (DLLMQ_BF16_GEMM={})",
-                             i.bf16_native ? "native, bf16 dot products" : "widened to f32", want);
+    i.bf16_why = fmt::format("{} (DLLMQ_BF16_GEMM={})", bf16_path(i.bf16_native), want);
     return;
   }
   constexpr int n = 256, k = 1024;
@@ -206,23 +194,24 @@ void choose_bf16_products(bool jit_bf16, GemmInfo& i) {
       for (size_t j = 0; j < b.size(); ++j) b[j] = uint16_t(0xbc00 + j % 251);  // small negatives
       std::vector<float> af(a.size()), bf(b.size()), c(size_t(m) * n);
       to_f32(DType::kBF16, a.data(), af.data(), af.size());
-      nat += best_seconds(5, [&] {
+      const auto native = [&] {
         run_nt_matmul(dnnl::memory::data_type::bf16, m, n, k, a.data(), k, b.data(), k, c.data(),
                       n);
-      });
-      wid += best_seconds(5, [&] {
+      };
+      const auto widened = [&] {
         to_f32(DType::kBF16, b.data(), bf.data(), bf.size());  // the engine widens per call too
         run_nt_matmul(dnnl::memory::data_type::f32, m, n, k, af.data(), k, bf.data(), k, c.data(),
                       n);
-      });
+      };
+      nat += best_time(native, 0.0, 5);
+      wid += best_time(widened, 0.0, 5);
     }
     native_s = nat;
     widened_s = wid;
   }
   i.bf16_native = native_s <= 1.2 * widened_s;
   i.bf16_why = fmt::format("{} (bf16 dot products measured {:.2f}x the widened f32 rate here)",
-                           i.bf16_native ? "native, bf16 dot products" : "widened to f32",
-                           widened_s / native_s);
+                           bf16_path(i.bf16_native), widened_s / native_s);
 }
 
 GemmInfo probe_onednn() {
@@ -237,16 +226,15 @@ GemmInfo probe_onednn() {
       isa == dnnl_cpu_isa_all || (cpu_has_avx2() && (isa & dnnl_cpu_isa_avx2) != dnnl_cpu_isa_avx2);
   // bf16 products are worth it only on a JIT kernel with bf16 dot products; elsewhere oneDNN
   // runs a reference loop and widening to f32 is much faster.
-  bool jit_bf16 = false;
   if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16) {
     try {
       const std::string impl = bf16_matmul_pd(32, 256, 256, 256, 256, 256).impl_info_str();
-      jit_bf16 = impl.find("ref") == std::string::npos;
+      i.bf16_jit = impl.find("ref") == std::string::npos;
     } catch (const dnnl::error&) {
-      jit_bf16 = false;
+      i.bf16_jit = false;
     }
   }
-  choose_bf16_products(jit_bf16, i);
+  if (!i.bf16_jit) i.bf16_why = "widened to f32 (no bf16 dot-product kernel on this CPU)";
   return i;
 }
 #endif
@@ -294,6 +282,9 @@ GemmInfo& backend() {
     openblas_set_num_threads(1);
     omp_set_num_threads(omp_threads);
     GemmInfo i = select_backend();
+#ifdef DLLMQ_HAVE_ONEDNN
+    if (i.lib == GemmLib::kOneDnn) choose_bf16_products(i);
+#endif
     if (i.generic)
       fmt::print(stderr,
                  "dllmq: warning: GEMM backend {} runs generic '{}' kernels on this CPU (it has "
@@ -327,6 +318,7 @@ void gemm_select(GemmLib lib) {
   if (b.lib == lib || !gemm_available(lib)) return;
 #ifdef DLLMQ_HAVE_ONEDNN
   b = lib == GemmLib::kOneDnn ? probe_onednn() : probe_openblas();
+  if (lib == GemmLib::kOneDnn) choose_bf16_products(b);
   b.why = "selected by the caller";
 #endif
 }
@@ -334,7 +326,7 @@ void gemm_select(GemmLib lib) {
 bool gemm_set_bf16_native(bool native) {
   GemmInfo& b = backend();
   b.bf16_native = native && b.bf16_jit;
-  b.bf16_why = b.bf16_native ? "native, bf16 dot products (forced)" : "widened to f32 (forced)";
+  b.bf16_why = fmt::format("{} (forced)", bf16_path(b.bf16_native));
   return b.bf16_native;
 }
 

@@ -25,7 +25,7 @@ struct GemmInfo {
   bool bf16_native = false;
   bool bf16_jit = false;  // such a kernel exists here (whether or not it is used)
   std::string bf16_why;
-  std::string why;           // one line: why this library was chosen
+  std::string why;  // one line: why this library was chosen
 };
 
 // The backend in use (selected on first call; DLLMQ_GEMM=onednn|openblas forces one).

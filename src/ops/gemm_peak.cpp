@@ -1,33 +1,12 @@
 #include "ops/gemm_peak.h"
 
-#include <chrono>
 #include <random>
 #include <vector>
 
+#include "util/best_time.h"
 #include "util/half.h"
 
 namespace dllmq {
-
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Runs `f` until `min_s` have passed (at least 3 times) and returns its fastest run in seconds.
-template <class F>
-double best_time(F&& f, double min_s) {
-  f();  // warm caches, page in, create primitives
-  double best = 1e30, start = now_s();
-  for (int r = 0; r < 3 || now_s() - start < min_s; ++r) {
-    const double t0 = now_s();
-    f();
-    best = std::min(best, now_s() - t0);
-  }
-  return best;
-}
-
-}  // namespace
 
 double measure_linear_gflops(int m, int n, int k, DType wdtype, ComputeDType dt, double min_s) {
   std::mt19937 g(7);

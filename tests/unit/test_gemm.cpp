@@ -150,8 +150,7 @@ TEST_P(LinearBf16Test, MatchesRoundedReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearBf16Test,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
-                                            ::testing::Values(1, 32, 130),
-                                            ::testing::Bool()));
+                                            ::testing::Values(1, 32, 130), ::testing::Bool()));
 
 TEST(Gemm, Bf16ProductChoiceFollowsTheEnvironment) {
   // DLLMQ_BF16_GEMM forces the path at start-up (a re-probe here); without it the choice is
