@@ -73,6 +73,29 @@ GemmInfo probe_openblas() {
   return i;
 }
 
+// Both libraries (OpenMP builds) run a call on omp_get_max_threads() threads unless it comes from
+// inside an active parallel region; OpenBLAS reads that count on every call, whatever
+// openblas_set_num_threads() said. All of the engine's parallelism is its own: a product it runs
+// serially (a small one, from no region or from an inactive `parallel if` region) must stay on
+// the calling thread. Left to the library, such a call opened a nested team, and libgomp starts a
+// nested team's threads anew each time: a 16-row 256x256 product took 103 us instead of 30
+// (thread creation and wake-ups; embedded model, Xeon, 2 threads). It also makes every oneDNN
+// primitive planned for one thread, wherever it is first created (its kernel, hence its bits).
+class LibraryOnCallingThread {
+ public:
+  LibraryOnCallingThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~LibraryOnCallingThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  LibraryOnCallingThread(const LibraryOnCallingThread&) = delete;
+  LibraryOnCallingThread& operator=(const LibraryOnCallingThread&) = delete;
+
+ private:
+  int saved_;
+};
+
 #ifdef DLLMQ_HAVE_ONEDNN
 const char* dnnl_isa_name(dnnl_cpu_isa_t isa) {
   switch (isa) {
@@ -140,6 +163,7 @@ struct CachedMatmul {
 
 void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* a, int lda,
                    const void* b, int ldb, float* c, int ldc) {
+  const LibraryOnCallingThread one_thread;
   thread_local std::map<MatmulKey, CachedMatmul> cache;
   thread_local uint64_t uses = 0;
   thread_local dnnl::stream stream(dnnl_engine());
@@ -370,6 +394,7 @@ void pin_threads() {
 void sgemm(bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
            int ldb, float beta, float* c, int ldc) {
   if (m <= 0 || n <= 0) return;
+  const LibraryOnCallingThread one_thread;
 #ifdef DLLMQ_HAVE_ONEDNN
   if (backend().lib == GemmLib::kOneDnn) {
     dnnl_sgemm('N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -383,6 +408,7 @@ void sgemm(bool trans_b, int m, int n, int k, float alpha, const float* a, int l
 void sgemm_nt(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c,
               int ldc) {
   if (m <= 0 || n <= 0) return;
+  const LibraryOnCallingThread one_thread;
 #ifdef DLLMQ_HAVE_ONEDNN
   if (backend().lib == GemmLib::kOneDnn) {
     run_nt_matmul(dnnl::memory::data_type::f32, m, n, k, a, lda, b, ldb, c, ldc);

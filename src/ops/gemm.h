@@ -50,9 +50,11 @@ void pin_threads();
 void unpin_this_thread();
 
 // C[m, n] = alpha * A[m, k] * op(B) + beta * C. op(B) = B^T with B: [n, k] when trans_b, else
-// B: [k, n]. All row-major with leading dimensions in elements. Runs on the calling thread when
-// called inside a parallel region; library threads are never started by it (the engine
-// parallelises around GEMMs: small products pay more for a fork/join than they gain).
+// B: [k, n]. All row-major with leading dimensions in elements. Runs on the calling thread,
+// inside a parallel region or not; library threads are never started by it (the engine
+// parallelises around GEMMs: small products pay more for a fork/join than they gain, and the
+// libraries started a nested team of fresh threads for a call from an inactive region). So a
+// product's bits do not depend on where it runs (tests/threads).
 void sgemm(bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
            int ldb, float beta, float* c, int ldc);
 

@@ -1,0 +1,90 @@
+// The GEMM libraries run every call on the calling thread (ops/gemm.h): a product the engine runs
+// serially, outside any parallel region or inside an inactive one (how linear_grouped runs a lone
+// small product), must not start threads. Left to itself oneDNN opened a nested OpenMP team for
+// such a call, and libgomp starts a nested team's threads anew each time: a 16-row product took
+// 3.5x as long. Counted by interposing pthread_create, in a binary of its own: sanitizers
+// interpose it too, so this binary is not built with them.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <vector>
+
+#include "ops/gemm.h"
+#include "ops/linear.h"
+#include "util/half.h"
+
+namespace {
+std::atomic<int> g_started{0};
+}  // namespace
+
+extern "C" int pthread_create(pthread_t* t, const pthread_attr_t* a, void* (*f)(void*), void* arg) {
+  using Fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_create"));
+  ++g_started;
+  return real(t, a, f, arg);
+}
+
+namespace dllmq {
+namespace {
+
+struct Bf16Weight {
+  std::vector<uint16_t> w;
+  TensorView tv;
+  Linear l;
+  Bf16Weight(int out, int in) : w(size_t(out) * in) {
+    for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(0.01f * float(int(i % 97) - 48));
+    tv.name = "w";
+    tv.dtype = DType::kBF16;
+    tv.shape = {out, in};
+    tv.data = w.data();
+    tv.nbytes = w.size() * 2;
+    l = Linear{&tv, nullptr, out, in};
+  }
+};
+
+class LibraryThreads : public ::testing::TestWithParam<GemmLib> {
+ protected:
+  void SetUp() override {
+    if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs OMP_NUM_THREADS >= 2";
+    if (!gemm_available(GetParam())) GTEST_SKIP() << gemm_lib_name(GetParam()) << " not built";
+    saved_ = gemm_info().lib;
+    gemm_select(GetParam());
+    // The engine's own team exists from here on (libgomp keeps its threads).
+#pragma omp parallel
+    { (void)omp_get_thread_num(); }
+  }
+  void TearDown() override { gemm_select(saved_); }
+  GemmLib saved_ = GemmLib::kOpenBlas;
+};
+
+TEST_P(LibraryThreads, SerialProductsStartNoThreads) {
+  const int threads = omp_get_max_threads();
+  Bf16Weight w(256, 256);
+  std::vector<float> x(16 * 256, 0.5f), y(16 * 256), a(16 * 64, 0.25f), c(16 * 16);
+  for (ComputeDType dt : {ComputeDType::kF32, ComputeDType::kBF16})
+    linear(x.data(), 16, w.l, y.data(), 0, dt);  // first calls: kernels, scratch
+  const int before = g_started.load();
+  for (int i = 0; i < 10; ++i) {
+    for (ComputeDType dt : {ComputeDType::kF32, ComputeDType::kBF16})
+      linear(x.data(), 16, w.l, y.data(), 0, dt);
+    sgemm(true, 16, 16, 64, 1.0f, a.data(), 64, a.data(), 64, 0.0f, c.data(), 16);
+#pragma omp parallel if (false)
+    {
+      sgemm_nt(16, 16, 64, a.data(), 64, a.data(), 64, c.data(), 16);
+      sgemm(false, 16, 16, 16, 1.0f, a.data(), 64, a.data(), 64, 0.0f, c.data(), 16);
+    }
+  }
+  EXPECT_EQ(g_started.load(), before) << "threads started by serial products on "
+                                      << gemm_info().name;
+  EXPECT_EQ(omp_get_max_threads(), threads) << "the thread count was not restored";
+}
+
+INSTANTIATE_TEST_SUITE_P(Libraries, LibraryThreads,
+                         ::testing::Values(GemmLib::kOneDnn, GemmLib::kOpenBlas),
+                         [](const auto& info) { return std::string(gemm_lib_name(info.param)); });
+
+}  // namespace
+}  // namespace dllmq
