@@ -124,7 +124,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
   const bool stack = nc > 1 && batch_gemm() == BatchGemm::kStacked;
   StackedLayout layout;
   if (stack) {
-    layout = stacked_layout(rows_);
+    layout = stacked_layout(rows_, gemm_threads());
   } else {
     layout.row0.resize(nc);
     for (size_t c = 0; c < nc; ++c) layout.row0[c] = c ? layout.row0[c - 1] + rows_[c - 1] : 0;
@@ -170,22 +170,38 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     linear_grouped(blocks(h_.data(), d, k_.data(), kvd), L.k, kvd, dt);  // [n, kvd] pre-RoPE
     linear_grouped(blocks(h_.data(), d, v_.data(), kvd), L.v, kvd, dt);  // [n, kvd]
     clock.charge(pf.proj);
+    // Per canvas: its KV store write and RoPE at its own positions. Canvases are independent,
+    // each with a store of its own (per-thread scratch only), so several run side by side on
+    // the threads, unless an observer watches (calibration probes see one forward at a time). A
+    // store may refuse rows (non-finite K/V): the error leaves the region and is rethrown here.
+    std::vector<std::exception_ptr>& errors = canvas_errors_;
+    errors.assign(nc, nullptr);
+    bool observed = false;
+    for (size_t c = 0; c < nc; ++c) observed |= canvases[c].args->observer != nullptr;
+#pragma omp parallel for schedule(dynamic, 1) if (nc > 1 && !observed)
     for (size_t c = 0; c < nc; ++c) {
       const ForwardArgs& a = *canvases[c].args;
       const int nr = rows_of(a);
       float* q = q_.data() + size_t(row0[c]) * qd;
       float* k = k_.data() + size_t(row0[c]) * kvd;
       const float* v = v_.data() + size_t(row0[c]) * kvd;
-      if (a.store != nullptr && !a.write.empty()) {
-        const int r0 = a.write.begin - a.pos0;
-        a.store->write(l, a.write.begin, a.write.size(), k + size_t(r0) * kvd,
-                       v + size_t(r0) * kvd);
+      try {
+        if (a.store != nullptr && !a.write.empty()) {
+          const int r0 = a.write.begin - a.pos0;
+          a.store->write(l, a.write.begin, a.write.size(), k + size_t(r0) * kvd,
+                         v + size_t(r0) * kvd);
+        }
+        if (a.observer) a.observer->on_kv(l, a.pos0, nr, k, v);
+      } catch (...) {
+        errors[c] = std::current_exception();
+        continue;
       }
-      if (a.observer) a.observer->on_kv(l, a.pos0, nr, k, v);
       rope_.apply(q, nr, nh, a.pos0);
       rope_.apply(k, nr, nkv, a.pos0);
       if (a.observer) a.observer->on_query(l, a.pos0, nr, q);
     }
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
     clock.charge(pf.other);
 
     // Attention per canvas, over its own fresh and cached rows. Several canvases run side by
@@ -212,7 +228,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
 
     linear_grouped(blocks(att_.data(), qd, h_.data(), d), L.o, d, dt);
     clock.charge(pf.proj);
-    for (size_t i = 0; i < size_t(n) * d; ++i) x_[i] += h_[i];
+    add_in_place(x_.data(), h_.data(), size_t(n) * d);
 
     rmsnorm(x_.data(), n, d, L.ffn_norm.data(), cfg_.rms_eps, h_.data());
     clock.charge(pf.other);
@@ -223,7 +239,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     clock.charge(pf.other);
     linear_grouped(blocks(gate_.data(), mlp, h_.data(), d), L.down, d, dt);  // [n, d]
     clock.charge(pf.proj);
-    for (size_t i = 0; i < size_t(n) * d; ++i) x_[i] += h_[i];
+    add_in_place(x_.data(), h_.data(), size_t(n) * d);
   }
 
   // Final norm and LM head on the rows that need logits, each canvas's into its own output.
@@ -303,7 +319,7 @@ const char* batch_gemm_name(BatchGemm m) {
 BatchGemm Model::batch_gemm() {
   if (batch_gemm_ != BatchGemm::kAuto) return batch_gemm_;
   int& known = stacked_exact_[gemm_info().lib == GemmLib::kOpenBlas][dtype_ == ComputeDType::kBF16];
-  if (known < 0) known = stacked_gemm_exact(w_, dtype_) ? 1 : 0;
+  if (known < 0) known = stacked_gemm_exact(w_, dtype_, gemm_threads()) ? 1 : 0;
   return known ? BatchGemm::kStacked : BatchGemm::kPerCanvas;
 }
 

@@ -15,47 +15,49 @@
 
 namespace dllmq {
 
-// Rows per stacked GEMM. Every stacked product has one of two row counts: tiles of kStackedRows,
-// and a last tile of kStackedTailRows when the rest fits in it (a tile runs on past the canvases'
-// rows into spare rows of the buffers, whose results nobody reads). A server then sees two
-// product shapes per weight matrix, not one per total row count, so it compiles and keeps few
-// kernels: with a variable last tile a busy server's RSS grew by 37 MiB over 8 passes of the load
-// test (bench/serve_load.py), with fixed tiles by 13 MiB, levelling off. 64-row tiles cost 10%
-// less CPU than 32-row ones on the embedded model; 128-row tiles were another 5-10% faster on a
-// d 1024 model (8 canvases of 16 rows: the weights stream from memory once per tile) and 256-row
-// ones slower (padding); the 64-row tail keeps small batches from computing 128 rows for 32
-// (docs/server.md).
+// Rows per stacked GEMM. The stacked rows are cut into one share per thread, equal to within
+// kTileQuantum rows, and each share into tiles of at most kStackedRows rows, multiples of
+// kTileQuantum, of near-equal size: every thread then multiplies the same number of rows.
+// (Fixed 128-row tiles with a 64-row tail left a thread idle for a third of each product when ten
+// 16-row canvases made 160 rows: one tile of 128 against one of 64.) A tile may run on past the
+// canvases' rows into spare rows of the buffers, whose results nobody reads. A server sees at
+// most kStackedRows / kTileQuantum product shapes per weight matrix, not one per total row count,
+// so it compiles and keeps few kernels: with any row count allowed a busy server's RSS grew by
+// 37 MiB over 8 passes of the load test (bench/serve_load.py), with a few fixed shapes it levels
+// off. 128-row tiles were 5-10% faster than 64-row ones on a d 1024 model (the weights stream
+// from memory once per tile) and 256-row ones slower (docs/server.md).
 constexpr int kStackedRows = 128;
-constexpr int kStackedTailRows = 64;
+constexpr int kTileQuantum = 16;
 // Canvases with fewer rows keep a GEMM of their own (see above).
 constexpr int kMinStackedRows = 16;
 
 // Where a stacked forward puts each canvas's rows: canvases of fewer than kMinStackedRows rows
 // first (rows [0, small_rows), a GEMM each), then the others (rows [small_rows, n), in tiles).
 struct StackedLayout {
-  std::vector<int> row0;  // first row of each canvas, in canvas order
+  struct Tile {
+    int row0 = 0, rows = 0;
+  };
+  std::vector<int> row0;    // first row of each canvas, in canvas order
+  std::vector<Tile> tiles;  // covering [small_rows, n), thread shares in order
   int small_rows = 0;
   int n = 0;
   // Rows the buffers must hold (the last tile's spare rows included).
-  int capacity() const {
-    const int rest = n - small_rows, full = rest / kStackedRows * kStackedRows;
-    const int tail = rest == full                      ? 0
-                     : rest - full <= kStackedTailRows ? kStackedTailRows
-                                                       : kStackedRows;
-    return small_rows + full + tail;
-  }
+  int capacity() const { return tiles.empty() ? n : tiles.back().row0 + tiles.back().rows; }
 };
-StackedLayout stacked_layout(std::span<const int> rows);
+// `threads`: the threads a stacked product is spread over (gemm_threads()).
+StackedLayout stacked_layout(std::span<const int> rows, int threads);
 
 // The GEMM blocks of a stacked product over buffers laid out by `layout` (x: [capacity, ldx],
 // y: [capacity, ldy]); `rows` as given to stacked_layout.
 void stacked_blocks(const StackedLayout& layout, std::span<const int> rows, const float* x, int ldx,
                     float* y, int ldy, std::vector<LinearRows>& out);
 
-// Checks the model's layer-0 projections at `dt` on seeded random activations, split the ways a
+// Checks the model's layer-0 projections at `dt` on seeded random activations: split the ways a
 // batched forward splits its rows (equal cached-step blocks, a long canvas beside short ones,
-// single rows), stacked as forward_batch stacks them against one block per canvas. True when
-// every canvas's rows are identical.
-bool stacked_gemm_exact(const ModelWeights& w, ComputeDType dt);
+// single rows), stacked as forward_batch stacks them (for 1, 2 and `threads` threads) against one
+// block per canvas; and every tile shape a layout can make (kTileQuantum to kStackedRows rows, at
+// several offsets) against one product over all the rows, so a row's bits are shown not to depend
+// on the tile that holds it. True when every row is identical.
+bool stacked_gemm_exact(const ModelWeights& w, ComputeDType dt, int threads);
 
 }  // namespace dllmq

@@ -165,9 +165,17 @@ void linear_blocks(std::span<const LinearRows> blocks, const Linear& l, int ldy,
                    blocks[i].y + r0, ldy);
     };
     if (pairs) {
-      // Contiguous runs of items per thread: a thread widens each of its panels once.
+      // Contiguous runs of items per thread, of equal rows (an item goes to the thread whose
+      // share holds its middle row): a thread widens each of its panels once, and a stacked
+      // layout's per-thread tiles (model/stacked_gemm.h) land one share per thread.
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      for (int it = items * t / nt; it < items * (t + 1) / nt; ++it) item(it);
+      const int64_t total = int64_t(n_panels) * n;
+      int64_t start = 0;
+      for (int it = 0; it < items; ++it) {
+        const int r = std::max(blocks[it % nb].n, 0);
+        if (std::min<int64_t>(nt - 1, (2 * start + r) * nt / (2 * total)) == t) item(it);
+        start += r;
+      }
     } else {
 #pragma omp for schedule(dynamic, 1)
       for (int it = 0; it < items; ++it) item(it);
@@ -194,21 +202,25 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDT
 
 void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy, ComputeDType dt) {
   if (ldy == 0) ldy = l.out;
-  // Every block runs in the threading context linear() gives it alone: a GEMM library may
-  // split a product differently when it is free to use threads than inside a parallel region.
-  thread_local std::vector<LinearRows> serial, parallel, tiles;
-  serial.clear();
+  // A block's product is one GEMM call per weight panel, of the block's own shape, and the
+  // library runs every call on the calling thread (ops/gemm.h): so its bits are those of
+  // linear() on it alone whichever thread runs it. Blocks large enough to split by panels do
+  // so, as alone; the others (and stacked tiles) go to the threads as (panel, block) pairs where
+  // there are fewer panels than threads (the small models, whose products are one panel and
+  // would otherwise run on one thread); with enough panels they split by panel like any product,
+  // each panel widened once.
+  thread_local std::vector<LinearRows> parallel, pairs;
   parallel.clear();
-  tiles.clear();
-  // Tiles go to the threads as (panel, tile) pairs where there are fewer panels than threads
-  // (the small models, whose products are one panel and would otherwise run on one thread);
-  // with enough panels they split by panel like any product, each panel widened once.
-  const bool pair_tiles = panel_count(l) < omp_get_max_threads();
+  pairs.clear();
+  const bool pair_blocks = panel_count(l) < omp_get_max_threads();
   for (const LinearRows& b : blocks)
-    (b.tile && pair_tiles ? tiles : parallel_rows(b.n, l) ? parallel : serial).push_back(b);
-  if (!serial.empty()) linear_blocks(serial, l, ldy, dt, Spread::kSerial);
-  if (!parallel.empty()) linear_blocks(parallel, l, ldy, dt, Spread::kPanels);
-  if (!tiles.empty()) linear_blocks(tiles, l, ldy, dt, Spread::kPairs);
+    ((b.tile || !parallel_rows(b.n, l)) && pair_blocks ? pairs : parallel).push_back(b);
+  if (!parallel.empty()) {
+    // A lone small product stays on the calling thread: a parallel region costs more than it saves.
+    const bool one = parallel.size() == 1 && !parallel_rows(parallel[0].n, l);
+    linear_blocks(parallel, l, ldy, dt, one ? Spread::kSerial : Spread::kPanels);
+  }
+  if (!pairs.empty()) linear_blocks(pairs, l, ldy, dt, Spread::kPairs);
 }
 
 void linear_ref(const float* x, int n, const Linear& l, float* y, ComputeDType dt) {

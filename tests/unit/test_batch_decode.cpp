@@ -70,10 +70,11 @@ struct RandomBf16Weight {
 
 // linear_grouped: blocks small enough for one thread and blocks large enough for the panel
 // threads (16-bit weights widened once for all of them), each equal to linear() alone and close
-// to the double-precision reference. The parallel path needs more than one OpenMP thread and a
-// weight of several panels: 4096 x 256 bf16 (4 panels).
-TEST(LinearGrouped, MixedBlocksEqualLinearAlone) {
-  const int out = 4096, in = 256;
+// to the double-precision reference. The panel path needs more than one OpenMP thread and a
+// weight of several panels: 4096 x 256 bf16 (4 panels); on a one-panel weight (256 x 256) the
+// blocks go to the threads as (panel, block) pairs, the per-canvas GEMMs of a batched forward.
+void mixed_blocks_equal_linear_alone(int out) {
+  const int in = 256;
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   RandomBf16Weight rw(out, in, rng);
@@ -93,13 +94,17 @@ TEST(LinearGrouped, MixedBlocksEqualLinearAlone) {
       r0 += r;
     }
     linear_grouped(blocks, l, 0, dt);
-    EXPECT_EQ(0, std::memcmp(grouped.data(), alone.data(), grouped.size() * 4));
+    EXPECT_EQ(0, std::memcmp(grouped.data(), alone.data(), grouped.size() * 4)) << out;
     linear_ref(x.data(), n, l, ref.data(), dt);
     double worst = 0;
     for (size_t i = 0; i < ref.size(); ++i)
       worst = std::max(worst, double(std::abs(grouped[i] - ref[i])));
     EXPECT_LT(worst, 1e-3) << compute_dtype_name(dt);
   }
+}
+
+TEST(LinearGrouped, MixedBlocksEqualLinearAlone) {
+  for (const int out : {4096, 256}) mixed_blocks_equal_linear_alone(out);
 }
 
 // Stacked tiles spread over the threads as (panel, tile) pairs, each thread widening a panel once
@@ -140,41 +145,59 @@ TEST(LinearGrouped, TilesOnThreadsMatchReference) {
   omp_set_num_threads(threads);
 }
 
-// The stacked layout: small canvases first, a GEMM each; the rest covered by tiles of exactly
-// kStackedRows or kStackedTailRows rows (the two kernel shapes a server compiles), back to back
-// from small_rows, ending inside the buffers' capacity and padding less than one large tile.
-TEST(StackedLayout, TilesOfTwoFixedShapesCoverEveryRow) {
+// The stacked layout: small canvases first, a GEMM each; the rest covered by tiles back to back
+// from small_rows, each a multiple of kTileQuantum rows and at most kStackedRows (the few kernel
+// shapes a server compiles), ending inside the buffers' capacity with less than kTileQuantum
+// rows of padding. The tiles fall into one share per thread (no tile crosses a share's edge),
+// equal to within kTileQuantum rows, so each thread multiplies the same number of rows.
+TEST(StackedLayout, TilesCoverEveryRowInEqualThreadShares) {
   const std::vector<std::vector<int>> splits = {
-      {16},         {16, 16, 16, 16}, {64, 1},       {65}, {16, 16, 16, 16, 16, 16, 16, 16, 16},
-      {130, 2, 33}, {5, 3},           {200, 200, 17}};
-  std::vector<float> x(4096), y(4096);
+      {16},         {16, 16, 16, 16}, {64, 1},        {65},  {16, 16, 16, 16, 16, 16, 16, 16, 16},
+      {130, 2, 33}, {5, 3},           {200, 200, 17}, {260}, {16, 16, 16, 16, 16, 16, 16, 16, 16, 16}};
+  std::vector<float> x(8192), y(8192);
   std::vector<LinearRows> blocks;
-  for (const auto& split : splits) {
-    const StackedLayout l = stacked_layout(split);
-    int small = 0, total = 0;
-    for (int r : split) {
-      total += r;
-      if (r < kMinStackedRows) small += r;
+  for (const int threads : {1, 2, 3, 4})
+    for (const auto& split : splits) {
+      const StackedLayout l = stacked_layout(split, threads);
+      int small = 0, total = 0;
+      for (int r : split) {
+        total += r;
+        if (r < kMinStackedRows) small += r;
+      }
+      ASSERT_EQ(l.small_rows, small);
+      ASSERT_EQ(l.n, total);
+      const int rest = total - small;
+      const int share = (rest + threads - 1) / threads;  // rows per thread, before rounding
+      stacked_blocks(l, split, x.data(), 1, y.data(), 1, blocks);
+      int next = l.small_rows, tiles = 0;
+      std::vector<int> share_rows;  // rows of each share, from the tiles' positions
+      const int quantum_share = (share + kTileQuantum - 1) / kTileQuantum * kTileQuantum;
+      for (const LinearRows& b : blocks) {
+        const int r0 = static_cast<int>(b.x - x.data());
+        if (r0 < l.small_rows) continue;  // a small canvas's own GEMM
+        EXPECT_TRUE(b.tile);
+        EXPECT_EQ(b.n % kTileQuantum, 0) << b.n;
+        EXPECT_GE(b.n, kTileQuantum);
+        EXPECT_LE(b.n, kStackedRows);
+        EXPECT_EQ(r0, next);
+        const int s = (r0 - l.small_rows) / quantum_share;
+        EXPECT_EQ(s, (r0 + b.n - 1 - l.small_rows) / quantum_share) << "a tile crosses a share";
+        if (int(share_rows.size()) <= s) share_rows.resize(s + 1, 0);
+        share_rows[s] += b.n;
+        next += b.n;
+        ++tiles;
+      }
+      EXPECT_GE(next, l.n);
+      EXPECT_EQ(next, l.capacity());
+      EXPECT_LT(next - l.n, kTileQuantum);
+      EXPECT_LE(int(share_rows.size()), threads);
+      for (int r : share_rows) EXPECT_LE(r, quantum_share);
+      if (rest > 0) {
+        EXPECT_GT(tiles, 0);
+        // Equal shares: the largest within one quantum of the even split.
+        EXPECT_LT(*std::max_element(share_rows.begin(), share_rows.end()), share + kTileQuantum);
+      }
     }
-    ASSERT_EQ(l.small_rows, small);
-    ASSERT_EQ(l.n, total);
-    stacked_blocks(l, split, x.data(), 1, y.data(), 1, blocks);
-    int next = l.small_rows, tiles = 0;
-    for (const LinearRows& b : blocks) {
-      const int r0 = static_cast<int>(b.x - x.data());
-      if (r0 < l.small_rows) continue;  // a small canvas's own GEMM
-      EXPECT_TRUE(b.n == kStackedRows || b.n == kStackedTailRows) << b.n;
-      EXPECT_EQ(r0, next);
-      next += b.n;
-      ++tiles;
-    }
-    EXPECT_GE(next, l.n);
-    EXPECT_EQ(next, l.capacity());
-    EXPECT_LT(next - l.n, kStackedRows);
-    if (l.n > l.small_rows) {
-      EXPECT_GT(tiles, 0);
-    }
-  }
 }
 
 // forward_batch's logits against forward()'s, bit for bit, with the batch GEMM mode `mode`;
@@ -240,7 +263,7 @@ TEST(ForwardBatch, EachCanvasGetsItsSingleForwardLogits) {
     EXPECT_EQ(canvases_differing(BatchGemm::kPerCanvas), 0) << gemm_lib_name(lib) << " per-canvas";
     // Where the check refuses stacking, forcing it is what batching must not do; say what it
     // would have done (the check's reason to exist).
-    if (!stacked_gemm_exact(model().weights(), model().compute_dtype()))
+    if (!stacked_gemm_exact(model().weights(), model().compute_dtype(), gemm_threads()))
       std::printf("%s: forced stacking changes the logits of %d of 3 canvases\n",
                   gemm_lib_name(lib), canvases_differing(BatchGemm::kStacked));
   }
@@ -362,7 +385,7 @@ TEST(BatchDecode, CheckedStackingIsExactOnOpenBlasToo) {
   const GemmLib before = gemm_info().lib;
   gemm_select(GemmLib::kOpenBlas);
   Model& m = model();
-  const bool stacked = stacked_gemm_exact(m.weights(), m.compute_dtype());
+  const bool stacked = stacked_gemm_exact(m.weights(), m.compute_dtype(), gemm_threads());
   std::printf("OpenBLAS: stacking %s\n", stacked ? "gives the same bits" : "changes bits");
   every_batch_size(BatchGemm::kAuto);
   gemm_select(before);
