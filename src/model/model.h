@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -189,6 +190,7 @@ class Model {
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
   std::vector<int> rows_;           // batched forward: rows of each canvas
   std::vector<LinearRows> blocks_;  // batched forward: the GEMM blocks of a projection
+  std::vector<std::exception_ptr> canvas_errors_;  // batched forward: a store's refusal per canvas
 };
 
 }  // namespace dllmq

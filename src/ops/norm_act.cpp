@@ -35,6 +35,11 @@ void silu_mul(float* gate, const float* up, size_t n) {
   }
 }
 
+void add_in_place(float* x, const float* y, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
 void silu_mul_ref(float* gate, const float* up, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     double g = gate[i];

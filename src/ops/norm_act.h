@@ -1,4 +1,5 @@
-// Elementwise and row-wise ops of the transformer block, each with a scalar reference twin.
+// Elementwise and row-wise ops of the transformer block; norms and activations have a scalar
+// reference twin.
 #pragma once
 
 #include "io/safetensors.h"
@@ -11,6 +12,9 @@ void rmsnorm_ref(const float* x, int n, int d, const float* w, float eps, float*
 
 // gate[i] = silu(gate[i]) * up[i] over n elements (SwiGLU), in place on gate.
 void silu_mul(float* gate, const float* up, size_t n);
+
+// x += y over n floats (the residual stream); on the threads when n is large.
+void add_in_place(float* x, const float* y, size_t n);
 void silu_mul_ref(float* gate, const float* up, size_t n);
 
 }  // namespace dllmq
