@@ -124,7 +124,14 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
   const bool stack = nc > 1 && batch_gemm() == BatchGemm::kStacked;
   StackedLayout layout;
   if (stack) {
-    layout = stacked_layout(rows_, gemm_threads());
+    // Equal per-thread shares where some projection spreads its tiles over the threads; where
+    // every one splits by panel, tiles as large as they come (a weight panel streams once per
+    // tile: 128-row tiles were 5-10% faster than 64-row ones on a d 1024 model).
+    const LayerWeights& L0 = w_.layers[0];
+    bool on_threads = false;
+    for (const Linear* p : {&L0.q, &L0.k, &L0.v, &L0.o, &L0.gate, &L0.up, &L0.down})
+      on_threads |= pairs_blocks(*p);
+    layout = stacked_layout(rows_, on_threads ? gemm_threads() : 1);
   } else {
     layout.row0.resize(nc);
     for (size_t c = 0; c < nc; ++c) layout.row0[c] = c ? layout.row0[c - 1] + rows_[c - 1] : 0;

@@ -195,6 +195,10 @@ void linear_blocks(std::span<const LinearRows> blocks, const Linear& l, int ldy,
 
 }  // namespace
 
+bool pairs_blocks(const Linear& l) {
+  return panel_count(l) < omp_get_max_threads();
+}
+
 void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDType dt) {
   const LinearRows one{x, n, y};
   linear_grouped({&one, 1}, l, ldy, dt);
@@ -212,7 +216,7 @@ void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy
   thread_local std::vector<LinearRows> parallel, pairs;
   parallel.clear();
   pairs.clear();
-  const bool pair_blocks = panel_count(l) < omp_get_max_threads();
+  const bool pair_blocks = pairs_blocks(l);
   for (const LinearRows& b : blocks)
     ((b.tile || !parallel_rows(b.n, l)) && pair_blocks ? pairs : parallel).push_back(b);
   if (!parallel.empty()) {

@@ -51,6 +51,10 @@ struct LinearRows {
 void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy = 0,
                     ComputeDType dt = ComputeDType::kF32);
 
+// Whether linear_grouped spreads small blocks and tiles of `l` over the threads as (panel,
+// block) pairs (a weight of fewer panels than threads), rather than splitting it by panel.
+bool pairs_blocks(const Linear& l);
+
 // Makes BLAS calls single-threaded (the engine parallelises around them). Idempotent.
 void blas_use_one_thread();
 
