@@ -191,14 +191,17 @@ int main(int argc, char** argv) {
   std::printf("best of %d rounds; load average %.2f\n", rounds, load[0]);
   // Where the forwards' time goes: wall seconds per phase, and the cores busy in it (process CPU
   // seconds / wall seconds, so sampling threads running beside a forward count too).
-  std::printf("\n| phases: wall s (cores busy, GFLOP/s of wall) | forwards | projections | attention | LM head | other |\n");
+  std::printf(
+      "\n| phases: wall s (cores busy, GFLOP/s of wall) | forwards | projections | attention | LM "
+      "head | other |\n");
   std::printf("|---|---|---|---|---|---|\n");
   auto phases = [&](const char* name, const Run& r) {
     const ForwardProfile& p = r.profile;
     auto cell = [](const PhaseStat& s) {
       char b[64];
       std::snprintf(b, sizeof b, "%.3f (%.2f, %.0f GFLOP/s)", s.wall_s,
-                    s.wall_s > 0 ? s.cpu_s / s.wall_s : 0.0, s.wall_s > 0 ? s.flops / s.wall_s * 1e-9 : 0.0);
+                    s.wall_s > 0 ? s.cpu_s / s.wall_s : 0.0,
+                    s.wall_s > 0 ? s.flops / s.wall_s * 1e-9 : 0.0);
       return std::string(b);
     };
     std::printf("| %s | %lld | %s | %s | %s | %s |\n", name, static_cast<long long>(p.forwards),

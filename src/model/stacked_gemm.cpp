@@ -30,7 +30,8 @@ StackedLayout stacked_layout(std::span<const int> rows, int threads) {
     }
   const int rest = l.n - l.small_rows;
   if (rest == 0) return l;
-  const int share = round_up((rest + std::max(threads, 1) - 1) / std::max(threads, 1), kTileQuantum);
+  const int share =
+      round_up((rest + std::max(threads, 1) - 1) / std::max(threads, 1), kTileQuantum);
   for (int s0 = 0; s0 < rest; s0 += share) {
     const int s_rows = round_up(std::min(share, rest - s0), kTileQuantum);
     const int k = (s_rows + kStackedRows - 1) / kStackedRows;  // tiles in this share
@@ -56,9 +57,11 @@ bool stacked_gemm_exact(const ModelWeights& w, ComputeDType dt, int threads) {
   const LayerWeights& L = w.layers[0];
   const Linear* projections[] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down};
   // Row counts of the canvases of one batched forward.
-  const std::vector<std::vector<int>> splits = {
-      {16, 16, 16, 16, 16, 16, 16, 16}, {1, 2, 3, 5, 8, 13, 21, 34}, {79, 32, 7}, {130, 16, 33},
-      {16, 16, 16, 16, 16, 16, 16, 16, 16, 16}};
+  const std::vector<std::vector<int>> splits = {{16, 16, 16, 16, 16, 16, 16, 16},
+                                                {1, 2, 3, 5, 8, 13, 21, 34},
+                                                {79, 32, 7},
+                                                {130, 16, 33},
+                                                {16, 16, 16, 16, 16, 16, 16, 16, 16, 16}};
   std::mt19937 rng(20240611);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<LinearRows> blocks;

@@ -56,7 +56,9 @@ class LibraryThreads : public ::testing::TestWithParam<GemmLib> {
 #pragma omp parallel
     { (void)omp_get_thread_num(); }
   }
-  void TearDown() override { gemm_select(saved_); }
+  void TearDown() override {
+    gemm_select(saved_);
+  }
   GemmLib saved_ = GemmLib::kOpenBlas;
 };
 
@@ -77,8 +79,8 @@ TEST_P(LibraryThreads, SerialProductsStartNoThreads) {
       sgemm(false, 16, 16, 16, 1.0f, a.data(), 64, a.data(), 64, 0.0f, c.data(), 16);
     }
   }
-  EXPECT_EQ(g_started.load(), before) << "threads started by serial products on "
-                                      << gemm_info().name;
+  EXPECT_EQ(g_started.load(), before)
+      << "threads started by serial products on " << gemm_info().name;
   EXPECT_EQ(omp_get_max_threads(), threads) << "the thread count was not restored";
 }
 

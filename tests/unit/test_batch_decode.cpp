@@ -151,9 +151,16 @@ TEST(LinearGrouped, TilesOnThreadsMatchReference) {
 // rows of padding. The tiles fall into one share per thread (no tile crosses a share's edge),
 // equal to within kTileQuantum rows, so each thread multiplies the same number of rows.
 TEST(StackedLayout, TilesCoverEveryRowInEqualThreadShares) {
-  const std::vector<std::vector<int>> splits = {
-      {16},         {16, 16, 16, 16}, {64, 1},        {65},  {16, 16, 16, 16, 16, 16, 16, 16, 16},
-      {130, 2, 33}, {5, 3},           {200, 200, 17}, {260}, {16, 16, 16, 16, 16, 16, 16, 16, 16, 16}};
+  const std::vector<std::vector<int>> splits = {{16},
+                                                {16, 16, 16, 16},
+                                                {64, 1},
+                                                {65},
+                                                {16, 16, 16, 16, 16, 16, 16, 16, 16},
+                                                {130, 2, 33},
+                                                {5, 3},
+                                                {200, 200, 17},
+                                                {260},
+                                                {16, 16, 16, 16, 16, 16, 16, 16, 16, 16}};
   std::vector<float> x(8192), y(8192);
   std::vector<LinearRows> blocks;
   for (const int threads : {1, 2, 3, 4})
