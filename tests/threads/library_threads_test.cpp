@@ -12,9 +12,9 @@
 #include <atomic>
 #include <vector>
 
+#include "../unit/test_helpers.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
-#include "util/half.h"
 
 namespace {
 std::atomic<int> g_started{0};
@@ -29,21 +29,6 @@ extern "C" int pthread_create(pthread_t* t, const pthread_attr_t* a, void* (*f)(
 
 namespace dllmq {
 namespace {
-
-struct Bf16Weight {
-  std::vector<uint16_t> w;
-  TensorView tv;
-  Linear l;
-  Bf16Weight(int out, int in) : w(size_t(out) * in) {
-    for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(0.01f * float(int(i % 97) - 48));
-    tv.name = "w";
-    tv.dtype = DType::kBF16;
-    tv.shape = {out, in};
-    tv.data = w.data();
-    tv.nbytes = w.size() * 2;
-    l = Linear{&tv, nullptr, out, in};
-  }
-};
 
 class LibraryThreads : public ::testing::TestWithParam<GemmLib> {
  protected:
@@ -64,14 +49,17 @@ class LibraryThreads : public ::testing::TestWithParam<GemmLib> {
 
 TEST_P(LibraryThreads, SerialProductsStartNoThreads) {
   const int threads = omp_get_max_threads();
-  Bf16Weight w(256, 256);
+  std::vector<float> wv(256 * 256);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.01f * float(int(i % 97) - 48);
+  const test_util::OwnedTensor w(wv, {256, 256}, DType::kBF16);
+  const Linear l{&w.t, nullptr, 256, 256};
   std::vector<float> x(16 * 256, 0.5f), y(16 * 256), a(16 * 64, 0.25f), c(16 * 16);
   for (ComputeDType dt : {ComputeDType::kF32, ComputeDType::kBF16})
-    linear(x.data(), 16, w.l, y.data(), 0, dt);  // first calls: kernels, scratch
+    linear(x.data(), 16, l, y.data(), 0, dt);  // first calls: kernels, scratch
   const int before = g_started.load();
   for (int i = 0; i < 10; ++i) {
     for (ComputeDType dt : {ComputeDType::kF32, ComputeDType::kBF16})
-      linear(x.data(), 16, w.l, y.data(), 0, dt);
+      linear(x.data(), 16, l, y.data(), 0, dt);
     sgemm(true, 16, 16, 64, 1.0f, a.data(), 64, a.data(), 64, 0.0f, c.data(), 16);
 #pragma omp parallel if (false)
     {
