@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/generate_flags.h"
 #include "cli/model_names.h"
+#include "cli/openmp_policy.h"
 #include "decode/generate.h"
 #include "ops/gemm.h"
 #include "ops/gemm_peak.h"
@@ -50,8 +51,10 @@ Peaks measure_peaks(const Model& m) {
 
 std::string describe_backend() {
   const GemmInfo& g = gemm_info();
-  return fmt::format("{} (kernels {}, CPU {}{}), {} threads, bf16 products {}; {}", g.name, g.isa,
-                     g.cpu_isa, g.generic ? ", GENERIC" : "", gemm_threads(), g.bf16_why, g.why);
+  return fmt::format(
+      "{} (kernels {}, CPU {}{}), {} threads (OpenMP wait: {}), bf16 products {}; {}", g.name,
+      g.isa, g.cpu_isa, g.generic ? ", GENERIC" : "", gemm_threads(), openmp_wait_description(),
+      g.bf16_why, g.why);
 }
 
 // One row of the roofline table: against the large-M GEMM peak and the read bandwidth.
@@ -195,6 +198,7 @@ void run_bench(const BenchArgs& a) {
                         {"bf16_native", gi.bf16_native},
                         {"bf16_why", gi.bf16_why},
                         {"threads", gemm_threads()},
+                        {"openmp_wait", openmp_wait_description()},
                         {"peak_gemm_gflops_512", pk.gemm_large},
                         {"peak_gemm_gflops_32", pk.gemm_small},
                         {"peak_read_gbps", pk.read_gbps},

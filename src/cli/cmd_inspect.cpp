@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_names.h"
+#include "cli/openmp_policy.h"
 #include "model/model.h"
 #include "ops/gemm.h"
 
@@ -50,6 +51,7 @@ void register_inspect(CLI::App& app) {
     j["bf16_native"] = g.bf16_native;
     j["bf16_why"] = g.bf16_why;
     j["threads"] = gemm_threads();
+    j["openmp_wait"] = openmp_wait_description();
     if (*as_json) {
       std::puts(j.dump().c_str());
       return;
@@ -73,7 +75,7 @@ void register_inspect(CLI::App& app) {
                g.generic ? ": GENERIC, slow" : "");
     fmt::print("               {}\n", g.why);
     fmt::print("bf16 products  {}\n", g.bf16_why);
-    fmt::print("threads        {}\n", gemm_threads());
+    fmt::print("threads        {} (OpenMP wait: {})\n", gemm_threads(), openmp_wait_description());
   });
 }
 

@@ -48,4 +48,10 @@ void ensure_passive_openmp() {
   // Not re-executed (no /proc?): run as we are.
 }
 
+std::string openmp_wait_description() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  return std::string(policy ? policy : "default") + ", spin " + (spin ? spin : "default");
+}
+
 }  // namespace dllmq::cli
