@@ -3,7 +3,12 @@
 
     /usr/bin/python3 bench/serve_load.py [--dllmq build/dllmq] [-m MODEL] [--clients 16]
         [--requests 64] [--rounds 2] [--passes 3] [--parallel 16] [--threads 0] [--out OUT.json]
-        [-- extra request fields as JSON, e.g. '{"cache": "dual", "threshold": 0.9}']
+        [FIELDS ...]
+
+FIELDS: request decoding fields as JSON, one object per setting to measure, e.g.
+'{"cache": "dual", "threshold": 0.9}'. Without any, three settings: the server's defaults ({}),
+'{"cache": "dual"}' and '{"cache": "dual", "threshold": 0.9}' (batching gains most where a
+request's forwards are 16-row dual-cache steps, least where they are whole canvases).
 
 Each round starts one server per configuration, in alternation (batched, one at a time, ...), so
 machine noise hits both alike, and sends the requests --passes times (warm-up passes, then the
@@ -17,7 +22,8 @@ tokens/s, tokens per second of server CPU time (what a busy machine does not dis
 server's mean batch size, and its RSS after every pass and over the measured one (level when
 memory does not grow with the number of requests served).
 The ratio batched / one-at-a-time is printed side by side, with the load average before and
-after (a busy machine shows).
+after (a busy machine shows); with several settings, an overview table of the ratios last.
+Exit status 1 when any request failed.
 """
 import argparse
 import json
@@ -28,6 +34,10 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The request settings measured by default: the server's own defaults (no cache, one token per
+# step: every forward a whole canvas), Fast-dLLM's dual cache (16-row step forwards), and dual
+# cache with the confidence threshold (a block done one or two steps after its refresh).
+DEFAULT_SETTINGS = [{}, {"cache": "dual"}, {"cache": "dual", "threshold": 0.9}]
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from serve_client import Server  # noqa: E402
 
@@ -123,33 +133,9 @@ def summarize(name, records, rss, t0, wall, metrics, rss_warm):
     }
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dllmq", default=os.path.join(ROOT, "build", "dllmq"))
-    ap.add_argument("-m", "--model", default="")
-    ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--requests", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--passes", type=int, default=3,
-                    help="times the requests are sent to each server (the last one is measured)")
-    ap.add_argument("--parallel", type=int, default=16)
-    ap.add_argument("--one-parallel", type=int, default=1,
-                    help="--parallel of the comparison server (1: one request at a time)")
-    ap.add_argument("--threads", type=int, default=0, help="server OpenMP threads (0: all)")
-    ap.add_argument("--batch-wait", type=float, default=None,
-                    help="the batched server's --batch-wait (default: the server's own)")
-    ap.add_argument("--data", default=os.path.join(ROOT, "data", "synth", "test.jsonl"))
-    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
-                    help="environment of the servers (e.g. GOMP_SPINCOUNT=10000); repeatable")
-    ap.add_argument("--ids", type=int, default=0, metavar="N",
-                    help="send random N-token id prompts to /v1/completions instead of the "
-                         "synthetic problems as chat (models without a tokenizer)")
-    ap.add_argument("--out")
-    ap.add_argument("fields", nargs="?", default='{"cache": "dual", "threshold": 0.9}',
-                    help="request decoding fields (JSON object)")
-    a = ap.parse_args()
-    fields = json.loads(a.fields)
+def run_setting(a, fields):
+    """Both servers on one request setting, --rounds alternated rounds; prints the side-by-side
+    table and returns its summary."""
     if a.ids:
         rng = random.Random(1)
         bodies = [dict(fields, prompt=[rng.randrange(100) for _ in range(a.ids + i % 5)])
@@ -234,12 +220,60 @@ def main():
     print("throughput ratio %.2fx, per server CPU second %.2fx; errors %d; largest RSS growth "
           "over a measured pass %.1f MiB" % (ratio, b["gen_tokens_per_cpu_s"] /
                                              o["gen_tokens_per_cpu_s"], errors, growth))
+    return {"fields": fields, "rounds": results, "best": best, "ratio": ratio,
+            "ratio_cpu": b["gen_tokens_per_cpu_s"] / o["gen_tokens_per_cpu_s"], "errors": errors,
+            "rss_growth_mib": growth, "load_avg": [load_before[0], load_after[0]]}
+
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dllmq", default=os.path.join(ROOT, "build", "dllmq"))
+    ap.add_argument("-m", "--model", default="")
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=3,
+                    help="times the requests are sent to each server (the last one is measured)")
+    ap.add_argument("--parallel", type=int, default=16)
+    ap.add_argument("--one-parallel", type=int, default=1,
+                    help="--parallel of the comparison server (1: one request at a time)")
+    ap.add_argument("--threads", type=int, default=0, help="server OpenMP threads (0: all)")
+    ap.add_argument("--batch-wait", type=float, default=None,
+                    help="the batched server's --batch-wait (default: the server's own)")
+    ap.add_argument("--data", default=os.path.join(ROOT, "data", "synth", "test.jsonl"))
+    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="environment of the servers (e.g. GOMP_SPINCOUNT=10000); repeatable")
+    ap.add_argument("--ids", type=int, default=0, metavar="N",
+                    help="send random N-token id prompts to /v1/completions instead of the "
+                         "synthetic problems as chat (models without a tokenizer)")
+    ap.add_argument("--out")
+    ap.add_argument("fields", nargs="*",
+                    help="request decoding fields, a JSON object per setting to measure "
+                         "(default: the three of DEFAULT_SETTINGS)")
+    a = ap.parse_args()
+    settings = [json.loads(f) for f in a.fields] or DEFAULT_SETTINGS
+    summaries = []
+    for fields in settings:
+        print("== fields %s" % json.dumps(fields), flush=True)
+        summaries.append(run_setting(a, fields))
+        print(flush=True)
+    if len(summaries) > 1:
+        print("| fields | batched gen tok/s | one at a time | ratio (wall) | ratio (server CPU s) "
+              "| errors |")
+        print("|---|---|---|---|---|---|")
+        for r in summaries:
+            print("| `%s` | %.1f | %.1f | %.2fx | %.2fx | %d |" % (
+                json.dumps(r["fields"]), r["best"]["batched"]["gen_tokens_per_s"],
+                r["best"]["one-at-a-time"]["gen_tokens_per_s"], r["ratio"], r["ratio_cpu"],
+                r["errors"]))
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"rounds": results, "best": best, "ratio": ratio, "fields": fields,
-                       "clients": a.clients, "requests": a.requests,
-                       "load_avg": [load_before[0], load_after[0]]}, f, indent=1)
+            json.dump({"settings": summaries, "clients": a.clients, "requests": a.requests}, f,
+                      indent=1)
+    return 1 if any(r["errors"] for r in summaries) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
