@@ -215,7 +215,7 @@ class Backprop {
     attention(st.q.data(), n_, nh_, nkv_, hd_, sources, st.att.data());
     st.x2.resize(size_t(n_) * d_);
     linear(st.att.data(), n_, W.o, st.x2.data(), 0, dt_);
-    for (size_t i = 0; i < st.x2.size(); ++i) st.x2[i] += x[i];
+    add_in_place(st.x2.data(), x, st.x2.size());
     st.h2.resize(size_t(n_) * d_);
     rmsnorm(st.x2.data(), n_, d_, W.ffn_norm.data(), c_.rms_eps, st.h2.data());
     st.gate.resize(size_t(n_) * mlp_);

@@ -30,8 +30,8 @@ StackedLayout stacked_layout(std::span<const int> rows, int threads) {
     }
   const int rest = l.n - l.small_rows;
   if (rest == 0) return l;
-  const int share =
-      round_up((rest + std::max(threads, 1) - 1) / std::max(threads, 1), kTileQuantum);
+  const int nt = std::max(threads, 1);
+  const int share = round_up((rest + nt - 1) / nt, kTileQuantum);
   for (int s0 = 0; s0 < rest; s0 += share) {
     const int s_rows = round_up(std::min(share, rest - s0), kTileQuantum);
     const int k = (s_rows + kStackedRows - 1) / kStackedRows;  // tiles in this share

@@ -78,7 +78,7 @@ GemmInfo probe_openblas() {
 // openblas_set_num_threads() said. All of the engine's parallelism is its own: a product it runs
 // serially (a small one, from no region or from an inactive `parallel if` region) must stay on
 // the calling thread. Left to the library, such a call opened a nested team, and libgomp starts a
-// nested team's threads anew each time: a 16-row 256x256 product took 103 us instead of 30
+// nested team's threads anew each time: a 16-row 256x256 product took 103 us instead of 28
 // (thread creation and wake-ups; embedded model, Xeon, 2 threads). It also makes every oneDNN
 // primitive planned for one thread, wherever it is first created (its kernel, hence its bits).
 class LibraryOnCallingThread {
