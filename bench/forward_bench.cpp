@@ -12,6 +12,8 @@
 #include <fstream>
 #include <random>
 #include <string>
+
+#include <fmt/format.h>
 #include <vector>
 
 #include "model/model.h"
@@ -57,10 +59,10 @@ std::string make_checkpoint() {
   size_t off = 0;
   for (auto& t : ts) {
     const size_t n = size_t(t.rows) * (t.cols ? t.cols : 1) * 2;
-    header += (header.size() > 1 ? "," : "") +
-              ("\"" + t.name + "\":{\"dtype\":\"BF16\",\"shape\":[" + std::to_string(t.rows) +
-               (t.cols ? "," + std::to_string(t.cols) : "") + "],\"data_offsets\":[" +
-               std::to_string(off) + "," + std::to_string(off + n) + "]}");
+    const std::string shape =
+        t.cols ? fmt::format("{},{}", t.rows, t.cols) : fmt::format("{}", t.rows);
+    header += fmt::format(R"({}"{}":{{"dtype":"BF16","shape":[{}],"data_offsets":[{},{}]}})",
+                          header.size() > 1 ? "," : "", t.name, shape, off, off + n);
     off += n;
   }
   header += "}";

@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# Idempotent setup: installs every Debian dependency (when missing) and builds dllmq into build/.
-# Usage: scripts/setup.sh [extra cmake args...]
+# Idempotent setup of the test command: installs every Debian dependency (when missing) and builds
+# every target (dllmq, tests, benchmarks) into build/. The demo's lighter path is
+# scripts/build_dllmq.sh. Usage: scripts/setup.sh [extra cmake args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# libdnnl-dev: oneDNN, the GEMM backend that JIT-compiles for the CPU's instruction set.
-# libcpp-httplib-dev: dllmq serve's HTTP server; chromium: the headless test of its page.
-PKGS=(cmake g++ make pkg-config libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libfmt-dev
-      libcli11-dev libpcre2-dev libutf8proc-dev libgtest-dev libgmock-dev libbenchmark-dev python3
-      python3-numpy python3-matplotlib libcpp-httplib-dev chromium)
-scripts/ensure_packages.sh "${PKGS[@]}"
+source scripts/packages.sh
+scripts/ensure_packages.sh "${RUNTIME_PKGS[@]}" "${TEST_PKGS[@]}"
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDLLMQ_BUILD_TESTS=ON -DDLLMQ_BUILD_BENCH=ON "$@" \
+  >/dev/null
 cmake --build build -j "$(nproc)"
 
 # --- Evaluation: Python environment of the MATH scorer (lm-eval's sympy exact_match and

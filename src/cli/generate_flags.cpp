@@ -149,9 +149,14 @@ std::string repo_path(const std::string& rel) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  // Above the binary: the source tree (build/dllmq) or an installed prefix, where `cmake
+  // --install` and the Debian package put the embedded models and helper scripts in
+  // PREFIX/share/dllmq (PREFIX/bin/dllmq).
   if (!ec)
-    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
       if (fs::exists(p / rel)) return (p / rel).string();
+      if (fs::exists(p / "share/dllmq" / rel)) return (p / "share/dllmq" / rel).string();
+    }
   const fs::path src = fs::path(DLLMQ_SOURCE_DIR) / rel;
   if (fs::exists(src)) return src.string();
   return "";

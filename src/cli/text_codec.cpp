@@ -85,7 +85,7 @@ std::string TextCodec::piece(int32_t id) const {
     if (id == cfg_.eos_id || id == eot_) return "\u00b7";  // padding shown as a dot
     return tok_->decode(one, /*skip_special=*/false);
   }
-  return "[" + std::to_string(id) + "]";
+  return fmt::format("[{}]", id);
 }
 
 }  // namespace dllmq::cli

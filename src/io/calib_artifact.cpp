@@ -15,8 +15,10 @@ namespace dllmq {
 
 namespace {
 
-constexpr const char* kFormat = "dllmq-calib";
-constexpr const char* kVersion = "1";
+// std::string_view, not const char*: assigning a `const char*` into the map's strings trips
+// GCC 12's -Wrestrict false positive (PR 105651) once inlined.
+constexpr std::string_view kFormat = "dllmq-calib";
+constexpr std::string_view kVersion = "1";
 
 std::string layer_key(int l, const char* what) {
   return fmt::format("layers.{}.{}", l, what);

@@ -23,9 +23,12 @@ std::string dir_of(const std::string& path) {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   const std::string dir = dir_of(path_);
-  tmp_ = (std::filesystem::path(dir) /
-          ("." + std::filesystem::path(path_).filename().string() + ".tmpXXXXXX"))
-             .string();
+  // Built by appending: GCC 12 warns (-Wrestrict, a false positive, GCC PR 105651) on
+  // `"literal" + std::string&&` once inlined.
+  std::string name = ".";
+  name += std::filesystem::path(path_).filename().string();
+  name += ".tmpXXXXXX";
+  tmp_ = (std::filesystem::path(dir) / name).string();
   const int fd = ::mkstemp(tmp_.data());
   if (fd < 0)
     fail("{}: cannot create a temporary file in {}: {}", path_, dir, std::strerror(errno));

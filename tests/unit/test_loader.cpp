@@ -183,11 +183,10 @@ std::string llada_header(const std::string& skip, const std::string& bad_shape_n
     std::string shp;
     for (int v : t.shape) {
       n *= v;
-      shp += (shp.empty() ? "" : ",") + std::to_string(v);
+      shp += fmt::format("{}{}", shp.empty() ? "" : ",", v);
     }
-    h += (h.size() > 1 ? "," : "") +
-         ("\"" + t.name + "\":{\"dtype\":\"F32\",\"shape\":[" + shp + "],\"data_offsets\":[" +
-          std::to_string(off) + "," + std::to_string(off + n) + "]}");
+    h += fmt::format(R"({}"{}":{{"dtype":"F32","shape":[{}],"data_offsets":[{},{}]}})",
+                     h.size() > 1 ? "," : "", t.name, shp, off, off + n);
     off += n;
   }
   return safetensors_bytes(h + "}", off);
