@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -16,6 +18,8 @@
 #include "cli/openmp_policy.h"
 #include "cli/text_codec.h"
 #include "ops/gemm.h"
+#include "serve/api_key.h"
+#include "serve/connection_pool.h"
 #include "serve/engine.h"
 #include "serve/http_api.h"
 #include "util/error.h"
@@ -30,6 +34,10 @@ struct Args {
   double batch_wait = 0.25;
   size_t max_body = 1 << 20;
   bool log = false;
+  std::string api_key, api_key_file;
+  bool metrics_public = false;
+  double drain_timeout = 30.0, request_timeout = 0.0, io_timeout = 10.0;
+  int max_tokens = 0, max_connections = 1024;
   GenerateFlags gen;
 };
 
@@ -53,6 +61,22 @@ void run(const Args& a) {
     fail("--max-canvas {} exceeds the model's {} positions", max_positions, cfg.max_seq);
   const std::string name =
       a.alias.empty() ? std::filesystem::path(dir).filename().string() : a.alias;
+  if (a.max_tokens > 0 && opt.gen_length > a.max_tokens)
+    fail(
+        "--max-tokens {} is below the default generation length {} (generation_config.json or "
+        "--gen-length): every request without max_tokens would be refused",
+        a.max_tokens, opt.gen_length);
+  serve::HttpOptions http;
+  http.auth = {serve::resolve_api_key(a.api_key, a.api_key_file), a.metrics_public};
+  http.request_timeout_s = a.request_timeout;
+  http.max_tokens = a.max_tokens;
+  http.log = a.log;
+  if (http.auth.key.empty() && !serve::is_loopback_host(a.host))
+    fmt::print(stderr,
+               "dllmq serve: WARNING: listening on {} without an API key: anyone who can reach "
+               "the port can use the model and read /metrics (set --api-key, --api-key-file or "
+               "DLLMQ_API_KEY)\n",
+               a.host);
 
   // Signals go to one thread that stops everything in order; every other thread blocks them.
   sigset_t sigs;
@@ -62,13 +86,24 @@ void run(const Args& a) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   serve::Engine engine(*model, {a.parallel, a.queue, max_positions, a.batch_wait});
-  serve::HttpApi api(*model, codec, engine, {a.gen, dir, max_positions}, name, a.log);
+  serve::HttpApi api(*model, codec, engine, {a.gen, dir, max_positions}, name, http);
   httplib::Server svr;
   api.install(svr);
   svr.set_payload_max_length(a.max_body);
+  // A client that stops sending its request or stops reading its answer for this long loses
+  // the connection: it holds an HTTP thread (never a decoding slot: a job starts once its body
+  // is in) only that long per read or write.
+  const auto io = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(a.io_timeout));
+  svr.set_read_timeout(io.count() / 1000000, io.count() % 1000000);
+  svr.set_write_timeout(io.count() / 1000000, io.count() % 1000000);
   // A thread per connection waiting on its decoding: enough for every slot and queue place.
+  // More start on demand, up to --max-connections, so that slow clients cannot take them all.
   const size_t http_threads = size_t(a.parallel) + size_t(a.queue) + 8;
-  svr.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+  const size_t max_conn = std::max<size_t>(http_threads, size_t(a.max_connections));
+  svr.new_task_queue = [http_threads, max_conn] {
+    return new serve::ConnectionPool(http_threads, max_conn);
+  };
   const int port = a.port == 0 ? svr.bind_to_any_port(a.host) : a.port;
   if (port <= 0 || (a.port != 0 && !svr.bind_to_port(a.host, a.port)))
     fail("cannot listen on {}:{} (in use, or not an address of this machine)", a.host, a.port);
@@ -84,11 +119,41 @@ void run(const Args& a) {
     svr.listen_after_bind();
     engine.stop();
   });
+  // The first SIGTERM/SIGINT drains: new requests get 503, queued and running ones finish
+  // (at most --drain-timeout s; what is left then is cancelled, its clients told why), then the
+  // server stops and the process exits 0. A second signal stops at once.
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
-    engine.stop();  // queued and running jobs end; their handlers answer
-    svr.stop();
+    const serve::Engine::Stats s = engine.stats();
+    fmt::print(stderr,
+               "dllmq serve: {} received: draining ({} running, {} queued; at most {} s); a "
+               "second signal stops at once\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", s.running, s.queued, a.drain_timeout);
+    std::fflush(stderr);
+    engine.drain();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(a.drain_timeout));
+    const timespec poll{0, 20 * 1000 * 1000};
+    while (!engine.idle()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        fmt::print(stderr, "dllmq serve: drain timeout: cancelling what is left\n");
+        break;
+      }
+      if (sigtimedwait(&sigs, nullptr, &poll) > 0) {
+        fmt::print(stderr, "dllmq serve: second signal: stopping now\n");
+        break;
+      }
+    }
+    std::fflush(stderr);
+    engine.stop();  // what is still queued or running ends; its handlers answer with the reason
+    // Streams write their last chunks (the answer's end, or the reason it was cut) before the
+    // listening socket closes, which ends every chunked answer still open. Bounded: 2 s.
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (api.streams_in_flight() > 0 && std::chrono::steady_clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    svr.stop();  // stops accepting; plain answers in flight are still written
   });
   engine.run();  // the batched forwards, on this (pinned) thread
   svr.stop();
@@ -133,7 +198,33 @@ void register_serve(CLI::App& app) {
                   "time (at least 1 ms); 0 = wait for every decoder in flight")
       ->capture_default_str();
   cmd->add_option("--alias", a->alias, "model name in the API (default: the directory's name)");
-  cmd->add_flag("--log", a->log, "log every request on stderr");
+  cmd->add_flag("--log", a->log,
+                "log every request on stderr as one JSON line (request id, tokens, NFE, queue "
+                "wait, decode time, status)");
+  cmd->add_option("--api-key", a->api_key,
+                  "require 'Authorization: Bearer KEY' on every route but /health and the page "
+                  "(also --api-key-file, or $DLLMQ_API_KEY)");
+  cmd->add_option("--api-key-file", a->api_key_file,
+                  "read the API key from this file's first line");
+  cmd->add_flag("--metrics-public", a->metrics_public, "serve /metrics without the API key");
+  cmd->add_option("--drain-timeout", a->drain_timeout,
+                  "on SIGTERM/SIGINT, seconds to finish running and queued requests before "
+                  "cancelling the rest")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", a->request_timeout,
+                  "wall-clock seconds a request may take from arrival (0: no limit); past it, "
+                  "decoding stops and the client gets a 504 'timeout' error")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", a->max_tokens,
+                  "the largest max_tokens a request may ask for (0: up to the canvas)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", a->max_connections,
+                  "connections served at once (each a thread; more wait to be accepted)")
+      ->capture_default_str();
+  cmd->add_option("--io-timeout", a->io_timeout,
+                  "seconds a client may leave a read or write of its connection waiting before "
+                  "it is closed (slow or stalled clients)")
+      ->capture_default_str();
   add_generate_flags(cmd, a->gen);
   cmd->callback([a] { run(*a); });
 }

@@ -65,6 +65,11 @@ const std::vector<std::pair<const char*, Range>>& table() {
       {"--max-canvas", {true, 0, kMaxLen}},  // 0: the model's positions
       {"--max-body", {true, 1024, 1 << 30}},
       {"--batch-wait", {false, 0, 100}},
+      {"--drain-timeout", {false, 0, 86400}},
+      {"--request-timeout", {false, 0, 604800}},  // 0: no limit; at most a week
+      {"--max-tokens", {true, 0, kMaxLen}},        // 0: no cap beyond the canvas
+      {"--io-timeout", {false, 0.01, 3600}},
+      {"--max-connections", {true, 1, 65536}},
   };
   return t;
 }

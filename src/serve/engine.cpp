@@ -30,7 +30,7 @@ void Engine::join() {
 
 bool Engine::submit(const std::vector<std::shared_ptr<Job>>& jobs) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (stopping_) return false;
+  if (stopping_ || draining_) return false;
   const int idle = static_cast<int>(std::count(busy_.begin(), busy_.end(), false));
   const int waiting = static_cast<int>(queue_.size() + jobs.size()) - idle;
   if (waiting > cfg_.queue) return false;
@@ -99,6 +99,21 @@ void Engine::work(int i) {
     running_[i].reset();
     if (!stopping_) dispatch_locked();
   }
+}
+
+void Engine::drain() {
+  std::lock_guard<std::mutex> lk(mu_);
+  draining_ = true;
+}
+
+bool Engine::draining() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return draining_;
+}
+
+bool Engine::idle() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return queue_.empty() && std::none_of(busy_.begin(), busy_.end(), [](bool b) { return b; });
 }
 
 void Engine::run() {

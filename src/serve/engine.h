@@ -36,6 +36,12 @@ class Engine {
   // A guess of when `n` more jobs would fit: recent job time x the queue's depth in waves.
   int retry_after_s(int n) const;
 
+  // Graceful drain (SIGTERM): from now on submit() admits nothing (draining() says why), while
+  // the queued and running jobs go on; idle() tells when they are all done.
+  void drain();
+  bool draining() const;
+  bool idle() const;
+
   // Runs the batches on the calling thread until stop().
   void run();
   // Cancels every queued and running job and ends run().
@@ -74,6 +80,7 @@ class Engine {
   std::vector<std::shared_ptr<Job>> running_;  // running_[i]: the job worker i decodes
   std::vector<bool> busy_;
   bool stopping_ = false;
+  bool draining_ = false;
   double mean_job_s_ = 1.0;  // moving average of decode times (Retry-After)
   std::vector<std::thread> workers_;
   std::function<void(const Job&)> on_finish_;

@@ -12,6 +12,7 @@
 #include "serve/connection.h"
 #include "serve/job.h"
 #include "serve/openai_format.h"
+#include "serve/request_log.h"
 #include "serve/web_page.h"
 #include "util/error.h"
 
@@ -48,12 +49,40 @@ int stream_block(const GenerateOptions& o, const ModelConfig& cfg) {
   return cfg.arch == Arch::kDream && o.cache == CacheMode::kNone ? o.gen_length : o.block_length;
 }
 
+// The request the calling HTTP thread is answering: cpp-httplib runs a request's handler, its
+// content provider (streams) and the logger on one thread, so the handler fills this in and the
+// logger writes it out.
+thread_local RequestLogLine t_log;
+
+RequestLogLine log_line_for(const httplib::Request& req) {
+  RequestLogLine l;
+  l.id = new_request_id();
+  l.method = req.method;
+  l.path = req.path;
+  return l;
+}
+
+// A finished job's costs, added to the request's log line.
+void log_job(const Job& j) {
+  const GenerateResult& g = j.result();
+  t_log.generated_tokens += static_cast<int64_t>(g.tokens.size());
+  t_log.nfe += g.nfe;
+  t_log.queue_s = std::max(t_log.queue_s, j.queue_s());
+  t_log.decode_s += j.run_s();
+}
+
 // The error a finished job answers with, or nullopt when it succeeded. `fd`: its client's socket.
-std::optional<ApiError> job_error(const Job& j, int fd) {
+std::optional<ApiError> job_error(const Job& j, int fd, double timeout_s) {
   if (!j.error()) return std::nullopt;
   try {
     std::rethrow_exception(j.error());
   } catch (const Cancelled&) {
+    if (j.timed_out())
+      return ApiError(504, "",
+                      fmt::format("the request took longer than this server allows "
+                                  "(--request-timeout {} s); decoding stopped",
+                                  timeout_s),
+                      "timeout");
     if (peer_closed(fd))  // nobody reads it; 499 keeps the request log and metrics apart
       return ApiError(499, "", "the client closed the connection; decoding stopped",
                       "client_closed");
@@ -68,13 +97,13 @@ std::optional<ApiError> job_error(const Job& j, int fd) {
 }  // namespace
 
 HttpApi::HttpApi(const Model& m, const cli::TextCodec& codec, Engine& engine,
-                 RequestDefaults defaults, std::string model_name, bool log_requests)
+                 RequestDefaults defaults, std::string model_name, HttpOptions options)
     : m_(m),
       codec_(codec),
       engine_(engine),
       defaults_(std::move(defaults)),
       model_name_(std::move(model_name)),
-      log_(log_requests) {
+      opt_(std::move(options)) {
   engine_.set_on_finish([this](const Job& j) { record(j); });
 }
 
@@ -101,6 +130,26 @@ void HttpApi::record(const Job& j) {
 }
 
 void HttpApi::install(httplib::Server& svr) {
+  // Before any route (and before a body is read): the API key, then the drain.
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_log = log_line_for(req);
+    t_log.latency_s = now_s();  // the arrival; the logger turns it into the latency
+    res.set_header("X-Request-Id", t_log.id);
+    if (auto err = check_api_key(req, opt_.auth)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      send_error(res, *err);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.method == "POST" && engine_.draining()) {
+      res.set_header("Retry-After", "5");
+      send_error(res, ApiError(503, "",
+                               "the server is shutting down and finishing the requests it has; "
+                               "send this one elsewhere or retry",
+                               "server_error"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     completions(req, res, Endpoint::kCompletions);
   });
@@ -117,8 +166,10 @@ void HttpApi::install(httplib::Server& svr) {
   });
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const Engine::Stats s = engine_.stats();
-    send_json(res, 200,
-              {{"status", "ok"},
+    // 503 while draining, so that a load balancer's probe takes this instance out.
+    const bool draining = engine_.draining();
+    send_json(res, draining ? 503 : 200,
+              {{"status", draining ? "draining" : "ok"},
                {"model", model_name_},
                {"parallel", engine_.config().parallel},
                {"batch_gemm", batch_gemm_name(engine_.batch_gemm())},
@@ -153,9 +204,21 @@ void HttpApi::install(httplib::Server& svr) {
       });
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.request(req.path, res.status);
-    if (log_)
-      std::fprintf(stderr, "dllmq serve: %s %s -> %d\n", req.method.c_str(), req.path.c_str(),
-                   res.status);
+    if (!opt_.log) return;
+    RequestLogLine line = std::move(t_log);
+    t_log = {};
+    if (line.id.empty()) line = log_line_for(req);  // answered before the pre-routing handler
+    line.status = res.status;
+    line.latency_s = line.latency_s > 0 ? now_s() - line.latency_s : 0.0;
+    if (res.status >= 400 && line.error.empty() && !res.body.empty()) {
+      const json body = json::parse(res.body, nullptr, false);
+      if (body.is_object() && body.contains("error") && body["error"].is_object() &&
+          body["error"].contains("message") && body["error"]["message"].is_string())
+        line.error = body["error"]["message"].get<std::string>();
+    }
+    const std::string text = format_log_line(line) + "\n";
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
   });
 }
 
@@ -167,6 +230,11 @@ void HttpApi::completions(const httplib::Request& req, httplib::Response& res, E
     if (int(r.prompts.size()) > engine_.capacity())
       bad_field("prompt", "prompt has {} entries; this server holds at most {} at once",
                 r.prompts.size(), engine_.capacity());
+    if (opt_.max_tokens > 0 && r.options.gen_length > opt_.max_tokens)
+      bad_field("max_tokens",
+                "max_tokens {} is more than this server generates (at most {}, "
+                "its --max-tokens)",
+                r.options.gen_length, opt_.max_tokens);
   } catch (const ApiError& err) {
     send_error(res, err);
     return;
@@ -175,12 +243,26 @@ void HttpApi::completions(const httplib::Request& req, httplib::Response& res, E
   const int block = stream_block(r.options, m_.config());
   std::vector<std::shared_ptr<Job>> jobs;
   const int fd = request_socket(req);
+  const auto deadline =
+      opt_.request_timeout_s > 0
+          ? Job::Clock::now() + std::chrono::duration_cast<Job::Clock::duration>(
+                                    std::chrono::duration<double>(opt_.request_timeout_s))
+          : Job::Clock::time_point::max();
   for (auto& p : r.prompts) {
     auto job = std::make_shared<Job>(p, r.options, m_.config().mask_id, block, r.stream_steps);
     job->set_client_gone([fd] { return peer_closed(fd); });
+    job->set_deadline(deadline);
     jobs.push_back(std::move(job));
   }
+  t_log.prompts = static_cast<int>(jobs.size());
+  for (const auto& j : jobs) t_log.prompt_tokens += static_cast<int64_t>(j->prompt().size());
   if (!engine_.submit(jobs)) {
+    if (engine_.draining()) {  // the drain began after the check before routing
+      res.set_header("Retry-After", "5");
+      send_error(res,
+                 ApiError(503, "", "the server is shutting down; retry elsewhere", "server_error"));
+      return;
+    }
     const int wait = engine_.retry_after_s(static_cast<int>(jobs.size()));
     res.set_header("Retry-After", std::to_string(wait));
     send_error(res, ApiError(503, "",
@@ -202,13 +284,16 @@ void HttpApi::completions(const httplib::Request& req, httplib::Response& res, E
 void HttpApi::respond(const CompletionRequest& r, const std::vector<std::shared_ptr<Job>>& jobs,
                       int fd, httplib::Response& res) {
   for (const auto& j : jobs)
-    while (!j->wait(kPoll).finished)
+    while (!j->wait(kPoll).finished) {
       if (peer_closed(fd))
         for (const auto& k : jobs) k->cancel();
+      for (const auto& k : jobs) k->check_deadline();
+    }
+  for (const auto& j : jobs) log_job(*j);
   std::vector<ChoiceOut> choices;
   int64_t prompt_tokens = 0, completion_tokens = 0;
   for (const auto& j : jobs) {
-    if (auto err = job_error(*j, fd)) {
+    if (auto err = job_error(*j, fd, opt_.request_timeout_s)) {
       send_error(res, *err);
       return;
     }
@@ -219,6 +304,7 @@ void HttpApi::respond(const CompletionRequest& r, const std::vector<std::shared_
     prompt_tokens += j->prompt().size();
     completion_tokens += answer.answer_tokens(j->result().tokens);
   }
+  t_log.completion_tokens = completion_tokens;
   send_json(res, 200,
             response_json(make_head(r.endpoint, r.model), choices,
                           usage_json(prompt_tokens, completion_tokens)));
@@ -245,6 +331,7 @@ void HttpApi::stream(const CompletionRequest& r, std::shared_ptr<Job> job, int f
       return ok;
     };
     auto close = [&](const std::string& finish, int64_t completion_tokens) {
+      t_log.completion_tokens = completion_tokens;
       bool ok = text_chunk("", finish);
       if (usage)
         ok = ok && write(sse(usage_chunk_json(
@@ -255,6 +342,8 @@ void HttpApi::stream(const CompletionRequest& r, std::shared_ptr<Job> job, int f
       return ok;
     };
     const Job::Progress p = job->wait(kPoll);
+    job->check_deadline();
+    if (p.finished) log_job(*job);
     if (peer_closed(fd)) {
       job->cancel();
       return false;
@@ -276,7 +365,8 @@ void HttpApi::stream(const CompletionRequest& r, std::shared_ptr<Job> job, int f
       }
     }
     if (!p.finished) return true;
-    if (auto err = job_error(*job, fd)) {
+    if (auto err = job_error(*job, fd, opt_.request_timeout_s)) {
+      t_log.error = err->what();
       write(sse(err->body()));
       write(kSseDone);
       st->closed = true;
@@ -288,7 +378,15 @@ void HttpApi::stream(const CompletionRequest& r, std::shared_ptr<Job> job, int f
     if (!d.empty() && !text_chunk(d, "")) return false;
     return close(st->answer.stopped() ? "stop" : "length", st->answer.answer_tokens(tokens));
   };
-  auto releaser = [this, st, job, t0](bool success) {
+  // Counts the stream as in flight until httplib drops these two callbacks (the answer is
+  // written or the connection failed).
+  struct InFlight {
+    std::atomic<int>& n;
+    explicit InFlight(std::atomic<int>& c) : n(c) { ++n; }
+    ~InFlight() { --n; }
+  };
+  auto in_flight = std::make_shared<InFlight>(streams_);
+  auto releaser = [this, st, job, t0, in_flight](bool success) {
     if (!success || !st->closed) job->cancel();  // the client went away: stop decoding
     metrics_.latency(now_s() - t0);
   };

@@ -2,24 +2,38 @@
 // /v1/chat/completions and /v1/models, plus /health, /metrics (Prometheus) and the page at /.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include <httplib.h>
 
 #include "cli/text_codec.h"
 #include "model/model.h"
+#include "serve/api_key.h"
 #include "serve/engine.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
 
 namespace dllmq::serve {
 
+// What the operator sets on the routes (flags of `dllmq serve`).
+struct HttpOptions {
+  ApiKeyPolicy auth;               // --api-key / --api-key-file / DLLMQ_API_KEY, --metrics-public
+  double request_timeout_s = 0.0;  // --request-timeout: wall clock per request (0: none)
+  int max_tokens = 0;              // --max-tokens: the largest generation a request may ask for
+  bool log = false;                // --log: one JSON line per request on stderr
+};
+
 class HttpApi {
  public:
   HttpApi(const Model& m, const cli::TextCodec& codec, Engine& engine, RequestDefaults defaults,
-          std::string model_name, bool log_requests);
-  // Routes, error bodies in OpenAI's shape, and the request log.
+          std::string model_name, HttpOptions options);
+  // Routes, the API key and drain checks before them, error bodies in OpenAI's shape, and the
+  // request log.
   void install(httplib::Server& svr);
+  // Streams still being written. cpp-httplib ends a chunked answer as soon as the server stops
+  // listening, so a drain waits for this to reach 0 before it stops the server.
+  int streams_in_flight() const { return streams_.load(); }
 
  private:
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint e);
@@ -35,7 +49,8 @@ class HttpApi {
   Metrics metrics_;
   RequestDefaults defaults_;
   std::string model_name_;
-  bool log_;
+  HttpOptions opt_;
+  std::atomic<int> streams_{0};
 };
 
 }  // namespace dllmq::serve

@@ -36,6 +36,14 @@ void Job::cancel(bool answered) {
   cancel_ = true;
 }
 
+bool Job::check_deadline() {
+  if (!timed_out_ && !cancel_ && Clock::now() >= deadline_) {
+    timed_out_ = true;
+    cancel_ = true;
+  }
+  return timed_out_;
+}
+
 double Job::queue_s() const {
   std::lock_guard<std::mutex> lk(mu_);
   return started_ == Clock::time_point{} ? seconds(Clock::now() - submitted_)
@@ -54,7 +62,7 @@ void Job::started() {
 }
 
 void Job::on_step(const StepInfo& s) {
-  if (cancel_ || (client_gone_ && client_gone_())) {
+  if (cancel_ || check_deadline() || (client_gone_ && client_gone_())) {
     cancel_ = true;
     throw Cancelled();
   }

@@ -50,6 +50,12 @@ class Job {
   void cancel(bool answered = false);
   bool cancelled() const { return cancel_.load(); }
   bool answered() const { return answered_.load(); }
+  // The server's per-request wall-clock limit (--request-timeout): past `t`, the next poll by
+  // either side cancels the job, and timed_out() tells its error apart from a cancellation.
+  void set_deadline(Clock::time_point t) { deadline_ = t; }
+  // Cancels the job if its deadline passed; returns timed_out().
+  bool check_deadline();
+  bool timed_out() const { return timed_out_.load(); }
   // Polled by the worker at every step (e.g. whether the client's socket closed).
   void set_client_gone(std::function<bool()> f) { client_gone_ = std::move(f); }
   // Valid once finished.
@@ -75,6 +81,8 @@ class Job {
   std::function<bool()> client_gone_;
   std::atomic<bool> cancel_{false};
   std::atomic<bool> answered_{false};
+  std::atomic<bool> timed_out_{false};
+  Clock::time_point deadline_ = Clock::time_point::max();
   std::atomic<size_t> kv_held_{0};
 
   mutable std::mutex mu_;
