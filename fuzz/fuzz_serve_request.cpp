@@ -7,7 +7,7 @@
 #include <array>
 #include <cstdlib>
 
-#include "cli/text_codec.h"
+#include "settings/text_codec.h"
 #include "decode/generate.h"
 #include "fuzz_util.h"
 #include "io/model_config.h"
@@ -19,7 +19,7 @@ namespace {
 struct Served {
   std::string dir;
   dllmq::ModelConfig cfg;
-  std::unique_ptr<dllmq::cli::TextCodec> codec;
+  std::unique_ptr<dllmq::settings::TextCodec> codec;
 };
 
 const Served& served(bool dream) {
@@ -29,7 +29,7 @@ const Served& served(bool dream) {
     for (int i = 0; i < 2; ++i) {
       out[i].dir = fuzz::repo_file(dirs[i]);
       out[i].cfg = dllmq::load_model_config(out[i].dir);
-      out[i].codec = std::make_unique<dllmq::cli::TextCodec>(out[i].dir, out[i].cfg);
+      out[i].codec = std::make_unique<dllmq::settings::TextCodec>(out[i].dir, out[i].cfg);
     }
     return out;
   }();

@@ -55,7 +55,10 @@ void StateDump::pair(int index, const std::string& trajectory, std::span<const i
 void StateDump::forward(const ForwardArgs& a) {
   ++forward_;
   std::string cached = "[";
-  for (size_t i = 0; i < a.cached.size(); ++i) cached += (i ? "," : "") + range(a.cached[i]);
+  for (size_t i = 0; i < a.cached.size(); ++i) {
+    if (i) cached += ',';  // appended piecewise: `"," + std::string` trips GCC 12 (PR 105651)
+    cached += range(a.cached[i]);
+  }
   fmt::print(f_,
              "{{\"kind\":\"forward\",\"pair\":{},\"forward\":{},\"pos0\":{},\"ids\":{},"
              "\"active\":{},\"cached\":{}],\"write\":{},\"logits\":{}}}\n",
@@ -95,7 +98,10 @@ void StateDump::fisher(bool current_forward, std::span<const int32_t> ids, int p
                        const std::vector<PosRange>& cached, std::span<const LossTerm> terms,
                        double value) {
   std::string c = "[", l = "[";
-  for (size_t i = 0; i < cached.size(); ++i) c += (i ? "," : "") + range(cached[i]);
+  for (size_t i = 0; i < cached.size(); ++i) {
+    if (i) c += ',';
+    c += range(cached[i]);
+  }
   for (size_t i = 0; i < terms.size(); ++i)
     l += fmt::format("{}[{},{},{:.17g}]", i ? "," : "", terms[i].row, terms[i].target,
                      terms[i].weight);

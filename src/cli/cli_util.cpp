@@ -1,8 +1,6 @@
 #include "cli/cli_util.h"
 
 #include <charconv>
-#include <fstream>
-#include <sstream>
 
 #include "util/error.h"
 
@@ -25,31 +23,6 @@ std::vector<int32_t> parse_id_list(const std::string& s, const char* flag) {
     i = j + 1;
   }
   return ids;
-}
-
-namespace {
-// A "Key:   N kB" line of /proc/self/status, in bytes (0 if absent).
-size_t status_bytes(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const std::string prefix = std::string(key) + ":";
-  while (std::getline(in, line))
-    if (line.rfind(prefix, 0) == 0) {
-      std::istringstream ss(line.substr(prefix.size()));
-      size_t kb = 0;
-      ss >> kb;
-      return kb * 1024;
-    }
-  return 0;
-}
-}  // namespace
-
-size_t peak_rss_bytes() {
-  return status_bytes("VmHWM");
-}
-
-size_t resident_bytes() {
-  return status_bytes("VmRSS");
 }
 
 }  // namespace dllmq::cli

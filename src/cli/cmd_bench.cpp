@@ -15,13 +15,14 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "cli/generate_flags.h"
+#include "cli/settings_names.h"
 #include "cli/model_names.h"
 #include "cli/openmp_policy.h"
 #include "decode/generate.h"
 #include "ops/gemm.h"
 #include "ops/gemm_peak.h"
 #include "util/error.h"
+#include "util/memory.h"
 
 namespace dllmq::cli {
 

@@ -21,13 +21,13 @@
 #include "calib/trajectory_stats.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "cli/generate_flags.h"
+#include "cli/settings_names.h"
 #include "cli/model_names.h"
-#include "cli/text_codec.h"
 #include "decode/teacher.h"
 #include "eval/calib_pairs.h"
 #include "io/calib_artifact.h"
 #include "util/error.h"
+#include "util/memory.h"
 
 namespace dllmq::cli {
 

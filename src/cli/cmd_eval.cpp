@@ -17,9 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/generate_flags.h"
+#include "cli/settings_names.h"
 #include "cli/model_names.h"
-#include "cli/text_codec.h"
 #include "decode/generate.h"
 #include "eval/data.h"
 #include "eval/math_equiv_client.h"

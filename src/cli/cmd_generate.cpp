@@ -8,11 +8,11 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "cli/generate_flags.h"
+#include "cli/settings_names.h"
 #include "cli/model_names.h"
-#include "cli/text_codec.h"
 #include "decode/generate.h"
 #include "util/error.h"
+#include "util/memory.h"
 
 namespace dllmq::cli {
 

@@ -13,10 +13,9 @@
 #include <httplib.h>
 
 #include "cli/commands.h"
-#include "cli/generate_flags.h"
+#include "cli/settings_names.h"
 #include "cli/model_names.h"
 #include "cli/openmp_policy.h"
-#include "cli/text_codec.h"
 #include "ops/gemm.h"
 #include "serve/api_key.h"
 #include "serve/connection_pool.h"

@@ -4,7 +4,7 @@
 #include <new>
 
 #include "cli/commands.h"
-#include "cli/flag_ranges.h"
+#include "cli/settings_names.h"
 #include "cli/openmp_policy.h"
 #include "util/error.h"
 
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   dllmq::cli::register_calib_report(app);
   dllmq::cli::register_make_pairs(app);
   dllmq::cli::register_serve(app);
-  dllmq::cli::apply_flag_ranges(app);
+  dllmq::settings::apply_flag_ranges(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "cli/generate_flags.h"
+#include "cli/settings_names.h"
 #include "util/error.h"
 
 namespace dllmq::cli {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "cli/generate_flags.h"
+#include "cli/settings_names.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 

@@ -33,7 +33,7 @@ const char* const kMathEnvHint =
 
 std::string default_math_equiv_helper() {
   if (const char* e = std::getenv("DLLMQ_MATH_EQUIV"); e && *e) return e;
-  return std::string(DLLMQ_SOURCE_DIR) + "/tools/eval/math_equiv.py";
+  return fmt::format("{}/tools/eval/math_equiv.py", DLLMQ_SOURCE_DIR);
 }
 
 namespace {

@@ -19,7 +19,7 @@ size_t unfinished_utf8(const std::string& s) {
 
 }  // namespace
 
-AnswerText::AnswerText(const cli::TextCodec& codec, int eos_id, std::vector<std::string> stop)
+AnswerText::AnswerText(const settings::TextCodec& codec, int eos_id, std::vector<std::string> stop)
     : codec_(codec), eos_(eos_id), stop_(std::move(stop)) {}
 
 int AnswerText::answer_tokens(std::span<const int32_t> ids) const {

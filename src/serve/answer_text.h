@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/text_codec.h"
+#include "settings/text_codec.h"
 
 namespace dllmq::serve {
 
 class AnswerText {
  public:
-  AnswerText(const cli::TextCodec& codec, int eos_id, std::vector<std::string> stop);
+  AnswerText(const settings::TextCodec& codec, int eos_id, std::vector<std::string> stop);
 
   // Text of the generated ids `ids` (a completed prefix, or with `final` the whole generation)
   // that was not handed out yet.
@@ -28,7 +28,7 @@ class AnswerText {
   int answer_tokens(std::span<const int32_t> ids) const;
 
  private:
-  const cli::TextCodec& codec_;
+  const settings::TextCodec& codec_;
   int eos_;
   std::vector<std::string> stop_;
   std::string sent_;

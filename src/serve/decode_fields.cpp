@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "cli/flag_ranges.h"
+#include "settings/flag_ranges.h"
 #include "serve/api_error.h"
 
 namespace dllmq::serve {
@@ -25,10 +25,10 @@ std::string flag_of(const std::string& field) {
 
 // The generate flags, defined once by the CLI (on a throwaway target).
 const CLI::App& flag_registry() {
-  static cli::GenerateFlags sink;
+  static settings::GenerateFlags sink;
   static const std::unique_ptr<CLI::App> app = [] {
     auto a = std::make_unique<CLI::App>();
-    cli::add_generate_flags(a.get(), sink);
+    settings::add_generate_flags(a.get(), sink);
     return a;
   }();
   return *app;
@@ -71,10 +71,10 @@ bool is_decode_field(const std::string& field) {
   return field != "help" && flag_registry().get_option_no_throw(flag_of(field)) != nullptr;
 }
 
-void apply_decode_fields(const nlohmann::json& fields, cli::GenerateFlags& flags) {
+void apply_decode_fields(const nlohmann::json& fields, settings::GenerateFlags& flags) {
   CLI::App app;
-  cli::add_generate_flags(&app, flags);  // writes only the options that are given
-  cli::apply_flag_ranges(app);           // the command line's ranges (NaN-proof) for fields too
+  settings::add_generate_flags(&app, flags);  // writes only the options that are given
+  settings::apply_flag_ranges(app);           // the command line's ranges (NaN-proof) for fields too
   std::vector<std::string> args;
   for (const auto& [field, v] : fields.items()) {
     const CLI::Option* opt = app.get_option_no_throw(flag_of(field));

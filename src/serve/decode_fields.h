@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/generate_flags.h"
+#include "settings/generate_flags.h"
 
 namespace dllmq::serve {
 
@@ -21,7 +21,7 @@ bool is_server_only_field(const std::string& field);
 
 // Sets the fields of `fields` (an object holding decoding fields only) on `flags`. A JSON value
 // of the wrong type or one the flag rejects is an ApiError (400) naming the field.
-void apply_decode_fields(const nlohmann::json& fields, cli::GenerateFlags& flags);
+void apply_decode_fields(const nlohmann::json& fields, settings::GenerateFlags& flags);
 
 // The message of a decoding error with flag spellings turned into request field names
 // ("--block-length 16" -> "block_length 16", "--gen-length" -> "max_tokens"), and the first field

@@ -96,7 +96,7 @@ std::optional<ApiError> job_error(const Job& j, int fd, double timeout_s) {
 
 }  // namespace
 
-HttpApi::HttpApi(const Model& m, const cli::TextCodec& codec, Engine& engine,
+HttpApi::HttpApi(const Model& m, const settings::TextCodec& codec, Engine& engine,
                  RequestDefaults defaults, std::string model_name, HttpOptions options)
     : m_(m),
       codec_(codec),

@@ -7,7 +7,7 @@
 
 #include <httplib.h>
 
-#include "cli/text_codec.h"
+#include "settings/text_codec.h"
 #include "model/model.h"
 #include "serve/api_key.h"
 #include "serve/engine.h"
@@ -26,7 +26,7 @@ struct HttpOptions {
 
 class HttpApi {
  public:
-  HttpApi(const Model& m, const cli::TextCodec& codec, Engine& engine, RequestDefaults defaults,
+  HttpApi(const Model& m, const settings::TextCodec& codec, Engine& engine, RequestDefaults defaults,
           std::string model_name, HttpOptions options);
   // Routes, the API key and drain checks before them, error bodies in OpenAI's shape, and the
   // request log.
@@ -44,7 +44,7 @@ class HttpApi {
   void record(const Job& job);
 
   const Model& m_;
-  const cli::TextCodec& codec_;
+  const settings::TextCodec& codec_;
   Engine& engine_;
   Metrics metrics_;
   RequestDefaults defaults_;

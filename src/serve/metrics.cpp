@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/cli_util.h"
+#include "util/memory.h"
 
 namespace dllmq::serve {
 
@@ -101,7 +101,7 @@ std::string Metrics::render(const Engine::Stats& st, const EngineConfig& cfg) co
   s += gauge("dllmq_jobs_running", "Jobs being decoded", st.running);
   s += gauge("dllmq_parallel_slots", "Jobs decoded at once at most", cfg.parallel);
   s += gauge("dllmq_kv_bytes_held", "Bytes held by the KV stores of running jobs", st.kv_bytes);
-  s += gauge("dllmq_resident_bytes", "Resident set size of the server", cli::resident_bytes());
+  s += gauge("dllmq_resident_bytes", "Resident set size of the server", resident_bytes());
   s += request_s_.render("dllmq_request_duration_seconds",
                          "Completion request latency, arrival to last byte handed over");
   s += queue_s_.render("dllmq_queue_wait_seconds", "Time a job waited for a slot");

@@ -88,7 +88,7 @@ json usage_chunk_json(const ResponseHead& h, const json& usage) {
   return j;
 }
 
-json step_json(const Job::Step& s, const cli::TextCodec& codec, int mask_id) {
+json step_json(const Job::Step& s, const settings::TextCodec& codec, int mask_id) {
   json canvas = json::array();
   int masked = 0;
   for (int32_t id : s.canvas) {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/text_codec.h"
+#include "settings/text_codec.h"
 #include "decode/generate.h"
 #include "serve/job.h"
 #include "serve/request.h"
@@ -43,7 +43,7 @@ nlohmann::json chunk_json(const ResponseHead& h, const std::string& delta, bool 
 // The chunk carrying only usage (stream_options.include_usage).
 nlohmann::json usage_chunk_json(const ResponseHead& h, const nlohmann::json& usage);
 // A denoising step: the generated region with each position's piece, null where still masked.
-nlohmann::json step_json(const Job::Step& s, const cli::TextCodec& codec, int mask_id);
+nlohmann::json step_json(const Job::Step& s, const settings::TextCodec& codec, int mask_id);
 
 // One server-sent event: "data: ...\n\n", with "event: NAME" first when named.
 std::string sse(const nlohmann::json& data, const char* event = nullptr);

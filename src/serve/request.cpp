@@ -75,7 +75,7 @@ std::vector<int32_t> id_array(const json& v, const std::string& field) {
 }
 
 // "prompt": a string, an array of strings, an array of token ids, or an array of id arrays.
-std::vector<std::vector<int32_t>> prompt_ids(const json& v, const cli::TextCodec& codec) {
+std::vector<std::vector<int32_t>> prompt_ids(const json& v, const settings::TextCodec& codec) {
   auto text = [&](const json& s) {
     try {
       return codec.prompt_ids(s.get<std::string>(), false, "");
@@ -105,7 +105,7 @@ std::vector<std::vector<int32_t>> prompt_ids(const json& v, const cli::TextCodec
 
 // "messages": [{"role": "system"|"user"|"assistant", "content": string | [{"type": "text",
 // "text": string}]}, ...] rendered with the model's chat template.
-std::vector<int32_t> chat_ids(const json& v, const cli::TextCodec& codec) {
+std::vector<int32_t> chat_ids(const json& v, const settings::TextCodec& codec) {
   if (!v.is_array() || v.empty())
     bad_field("messages", "messages must be a non-empty array of {{role, content}} objects");
   std::vector<ChatMessage> msgs;
@@ -172,7 +172,7 @@ bool boolean(const json& v, const std::string& field) {
 }  // namespace
 
 CompletionRequest parse_request(const std::string& body, Endpoint endpoint,
-                                const RequestDefaults& defaults, const cli::TextCodec& codec,
+                                const RequestDefaults& defaults, const settings::TextCodec& codec,
                                 const ModelConfig& cfg) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw ApiError(400, "", "the request body is not valid JSON");
@@ -231,7 +231,7 @@ CompletionRequest parse_request(const std::string& body, Endpoint endpoint,
     bad_field("stream_options", "stream_options is only for stream: true");
 
   // Decoding options: the server's flags, then the request's fields, through the CLI's rules.
-  cli::GenerateFlags flags = defaults.flags;
+  settings::GenerateFlags flags = defaults.flags;
   if (decode.contains("kv") && decode["kv"].is_string()) {
     // Another KV store than the server's: the server's store companions do not carry over.
     const std::string server_kv =
@@ -247,7 +247,7 @@ CompletionRequest parse_request(const std::string& body, Endpoint endpoint,
   apply_decode_fields(decode, flags);
   if (max_tokens) flags.gen_length = static_cast<int>(*max_tokens);
   try {
-    r.options = cli::resolve_generate_flags(flags, defaults.model_dir);
+    r.options = settings::resolve_generate_flags(flags, defaults.model_dir);
   } catch (const Error& e) {
     std::string field;
     const std::string msg = flags_to_fields(e.what(), &field);

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/generate_flags.h"
-#include "cli/text_codec.h"
+#include "settings/generate_flags.h"
+#include "settings/text_codec.h"
 #include "decode/generate.h"
 
 namespace dllmq::serve {
@@ -18,7 +18,7 @@ enum class Endpoint { kCompletions, kChat };
 
 // What every request starts from.
 struct RequestDefaults {
-  cli::GenerateFlags flags;  // the server's decoding flags
+  settings::GenerateFlags flags;  // the server's decoding flags
   std::string model_dir;     // for generation_config.json defaults
   int max_positions = 0;     // prompt + generated tokens of one canvas at most
 };
@@ -35,7 +35,7 @@ struct CompletionRequest {
 };
 
 CompletionRequest parse_request(const std::string& body, Endpoint endpoint,
-                                const RequestDefaults& defaults, const cli::TextCodec& codec,
+                                const RequestDefaults& defaults, const settings::TextCodec& codec,
                                 const ModelConfig& cfg);
 
 }  // namespace dllmq::serve

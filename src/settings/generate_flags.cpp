@@ -1,4 +1,4 @@
-#include "cli/generate_flags.h"
+#include "settings/generate_flags.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include "quant/uniform.h"
 #include "util/error.h"
 
-namespace dllmq::cli {
+namespace dllmq::settings {
 
 void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
   cmd->add_option("--gen-length", f.gen_length,
@@ -174,4 +174,4 @@ std::string default_model_dir() {
   return std::filesystem::path(dir).parent_path().string();
 }
 
-}  // namespace dllmq::cli
+}  // namespace dllmq::settings

@@ -12,7 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace dllmq::cli {
+namespace dllmq::settings {
 
 // Attaches the range validator of each numeric flag of `app`'s subcommands (recursively). A
 // numeric flag without an entry in the table stays unchecked, and
@@ -23,4 +23,4 @@ void apply_flag_ranges(CLI::App& app);
 // "--flag" -> "[lo, hi]" style description, for tests and docs; empty if not in the table.
 std::string flag_range_text(const std::string& flag);
 
-}  // namespace dllmq::cli
+}  // namespace dllmq::settings

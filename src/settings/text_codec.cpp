@@ -1,4 +1,4 @@
-#include "cli/text_codec.h"
+#include "settings/text_codec.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
-namespace dllmq::cli {
+namespace dllmq::settings {
 
 namespace {
 
@@ -88,4 +88,4 @@ std::string TextCodec::piece(int32_t id) const {
   return fmt::format("[{}]", id);
 }
 
-}  // namespace dllmq::cli
+}  // namespace dllmq::settings

@@ -1,4 +1,4 @@
-#include "cli/flag_ranges.h"
+#include "settings/flag_ranges.h"
 
 #include <charconv>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace dllmq::cli {
+namespace dllmq::settings {
 
 namespace {
 
@@ -67,7 +67,7 @@ const std::vector<std::pair<const char*, Range>>& table() {
       {"--batch-wait", {false, 0, 100}},
       {"--drain-timeout", {false, 0, 86400}},
       {"--request-timeout", {false, 0, 604800}},  // 0: no limit; at most a week
-      {"--max-tokens", {true, 0, kMaxLen}},        // 0: no cap beyond the canvas
+      {"--max-tokens", {true, 0, kMaxLen}},       // 0: no cap beyond the canvas
       {"--io-timeout", {false, 0.01, 3600}},
       {"--max-connections", {true, 1, 65536}},
   };
@@ -148,4 +148,4 @@ std::string flag_range_text(const std::string& flag) {
   return r ? describe(*r) : "";
 }
 
-}  // namespace dllmq::cli
+}  // namespace dllmq::settings

@@ -14,7 +14,7 @@ namespace dllmq {
 class Tokenizer;
 }
 
-namespace dllmq::cli {
+namespace dllmq::settings {
 
 class TextCodec {
  public:
@@ -44,4 +44,4 @@ class TextCodec {
   int eot_ = -1;
 };
 
-}  // namespace dllmq::cli
+}  // namespace dllmq::settings

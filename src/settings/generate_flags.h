@@ -9,7 +9,7 @@
 #include "decode/generate.h"
 #include "model/model.h"
 
-namespace dllmq::cli {
+namespace dllmq::settings {
 
 struct GenerateFlags {
   // Unset: the model's generation_config.json defaults, else 256 / 32 / gen length.
@@ -64,4 +64,4 @@ std::string repo_path(const std::string& rel);
 // The model used when -m is not given: $DLLMQ_MODEL, else the repository's embedded model.
 std::string default_model_dir();
 
-}  // namespace dllmq::cli
+}  // namespace dllmq::settings
