@@ -134,7 +134,7 @@ std::string task_log(const std::string& pattern, const std::string& job, int ind
 
 std::vector<std::string> commands_with(const std::vector<std::string>& argv,
                                        const std::string& exe) {
-  std::vector<std::string> a = with_task_threads(argv);
+  std::vector<std::string> a = launch::with_task_threads(argv);
   a[0] = exe;
   return a;
 }
@@ -213,21 +213,6 @@ void write_state(const std::string& out, const json& st) {
 }
 
 }  // namespace
-
-std::vector<std::string> with_task_threads(const std::vector<std::string>& argv) {
-  std::vector<std::string> a;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    if (argv[i] == "--threads" && i + 1 < argv.size()) {
-      ++i;
-      continue;
-    }
-    if (argv[i].starts_with("--threads=")) continue;
-    a.push_back(argv[i]);
-  }
-  a.push_back("--threads");
-  a.push_back(launch::kTaskCpus);
-  return a;
-}
 
 void add_launcher_options(CLI::App& cmd, LauncherOptions& o) {
   cmd.add_option("--launcher", o.launcher,

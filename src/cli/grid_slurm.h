@@ -53,7 +53,4 @@ int collect_cell_shards(const std::string& dir, int shards);
 // `dllmq grid --status --out DIR`: per-cell progress and the failed tasks' logs.
 void print_grid_status(const std::string& out);
 
-// Eval's "--threads N" pairs in argv replaced by the Slurm task's CPU count (added where absent).
-std::vector<std::string> with_task_threads(const std::vector<std::string>& argv);
-
 }  // namespace dllmq::cli

@@ -46,6 +46,21 @@ std::string render_argv(const std::vector<std::string>& argv) {
 
 }  // namespace
 
+std::vector<std::string> with_task_threads(const std::vector<std::string>& argv) {
+  std::vector<std::string> a;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--threads" && i + 1 < argv.size()) {
+      ++i;
+      continue;
+    }
+    if (argv[i].starts_with("--threads=")) continue;
+    a.push_back(argv[i]);
+  }
+  a.push_back("--threads");
+  a.push_back(kTaskCpus);
+  return a;
+}
+
 std::string shell_quote(const std::string& s) {
   const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||

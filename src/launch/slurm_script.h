@@ -49,6 +49,10 @@ inline constexpr const char* kExitMarker = "dllmq-task-exit: ";
 // (so `--threads` follows the allocation, not the submitting machine).
 inline constexpr const char* kTaskCpus = "{SLURM_CPUS_PER_TASK}";
 
+// argv with its "--threads N" (or "--threads=N") removed and "--threads <kTaskCpus>" appended:
+// a task runs as many threads as Slurm gave it CPUs, whatever the config fixed.
+std::vector<std::string> with_task_threads(const std::vector<std::string>& argv);
+
 // Single-quoted for bash when it has anything but [A-Za-z0-9_./=:,+-@%].
 std::string shell_quote(const std::string& s);
 
