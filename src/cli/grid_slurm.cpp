@@ -176,7 +176,9 @@ struct TaskView {
   std::string why;  // state, reason, exit status
 };
 
-TaskView view_task(const json& t, const std::map<std::string, launch::TaskState>& states) {
+// `asked`: Slurm answered (else nothing is known from it, only from the log).
+TaskView view_task(const json& t, const std::map<std::string, launch::TaskState>& states,
+                   bool asked) {
   TaskView v;
   if (!t.is_object() || !t.contains("job")) return v;
   const std::string job = t["job"], log = t.value("log", "");
@@ -197,10 +199,12 @@ TaskView view_task(const json& t, const std::map<std::string, launch::TaskState>
     v.why = s.state + (s.reason.empty() ? "" : " (" + s.reason + ")");
   } else {
     v.kind = TaskView::kFailed;
-    v.why = "not known to Slurm any more";
+    v.why = asked ? "not known to Slurm any more" : "state unknown";
   }
   if (const auto rc = logged_exit(log))
     v.why += fmt::format(", exit {}", *rc);
+  else if (!asked)
+    v.why += ", no exit recorded yet";
   else if (fs::exists(log))
     v.why += ", killed before it could record an exit status (cancelled, time limit, memory?)";
   else
@@ -471,7 +475,11 @@ void print_grid_status(const std::string& out) {
   if (launch::find_on_path("squeue").empty())
     note = "squeue is not on PATH: job states unknown, progress from the run directory only";
   else
-    states = launch::query_states(state_jobs(st));
+    try {
+      states = launch::query_states(state_jobs(st));
+    } catch (const Error& e) {  // the controller down or unreachable: the files still tell a lot
+      note = fmt::format("{}: job states unknown, progress from the run directory only", e.what());
+    }
 
   const auto subs = st.value("submissions", json::array());
   fmt::print("grid {}: {} cell(s) x {} shard(s), {} submission(s), last {}\n", out,
@@ -486,7 +494,7 @@ void print_grid_status(const std::string& out) {
         ++made;
         continue;
       }
-      const TaskView v = view_task(c, states);
+      const TaskView v = view_task(c, states, note.empty());
       if (v.kind == TaskView::kFailed)
         failures.push_back(fmt::format("calibration {} (task {}): {}\n    log: {}",
                                        c["out"].get<std::string>(), c["job"].get<std::string>(),
@@ -494,8 +502,12 @@ void print_grid_status(const std::string& out) {
     }
     fmt::print("calibrations: {} of {} made\n", made, calibs.size());
   }
-  fmt::print("{:<48} {:>15}  {:>5} {:>7} {:>7} {:>6}\n", "cell", "samples", "done", "running",
-             "pending", "failed");
+  size_t width = 4;
+  for (const auto& cell : st["cells"])
+    width = std::max(width, cell["task"].get<std::string>().size() + 1 +
+                                cell["label"].get<std::string>().size());
+  fmt::print("{:<{}} {:>15}  {:>5} {:>7} {:>7} {:>6}\n", "cell", width, "samples", "done",
+             "running", "pending", "failed");
   size_t all_done = 0, all_total = 0;
   for (const auto& cell : st["cells"]) {
     const std::string dir = cell["dir"];
@@ -511,7 +523,8 @@ void print_grid_status(const std::string& out) {
       }
       const auto& tasks = cell["tasks"];
       const std::string key = std::to_string(i);
-      const TaskView v = view_task(tasks.contains(key) ? tasks[key] : json(), states);
+      const TaskView v =
+          view_task(tasks.contains(key) ? tasks[key] : json(), states, note.empty());
       if (v.kind == TaskView::kRunning) ++n_run;
       if (v.kind == TaskView::kPending) ++n_pend;
       if (v.kind == TaskView::kFailed || v.kind == TaskView::kNotSubmitted) {
@@ -527,8 +540,8 @@ void print_grid_status(const std::string& out) {
       }
     }
     all_done += done, all_total += total;
-    fmt::print("{:<48} {:>15}  {:>5} {:>7} {:>7} {:>6}\n",
-               cell["task"].get<std::string>() + "/" + cell["label"].get<std::string>(),
+    fmt::print("{:<{}} {:>15}  {:>5} {:>7} {:>7} {:>6}\n",
+               cell["task"].get<std::string>() + "/" + cell["label"].get<std::string>(), width,
                fmt::format("{}/{}", done, total), n_done, n_run, n_pend, n_fail);
   }
   fmt::print("total: {}/{} samples\n", all_done, all_total);
@@ -545,7 +558,8 @@ void print_grid_status(const std::string& out) {
     std::string line;
     if (s.empty())
       line = fs::exists(fs::path(out) / "grid.md") ? "finished (grid.md written)"
-                                                   : "not known to Slurm any more";
+             : note.empty()                        ? "not known to Slurm any more, no grid.md"
+                                                   : "state unknown, no grid.md yet";
     else if (s == "COMPLETED")
       line = "COMPLETED: grid.md, grid.csv, grid.png written";
     else if (s == "CANCELLED" && reason.find("Dependency") != std::string::npos)

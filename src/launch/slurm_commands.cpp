@@ -159,25 +159,32 @@ std::vector<std::string> expand_array_id(const std::string& id) {
   return ids;
 }
 
-std::map<std::string, TaskState> parse_squeue(const std::string& text) {
+namespace {
+
+// Each line "ID|A|B" of Slurm's parsable output as (every id it stands for, A, B).
+template <typename F>
+std::map<std::string, TaskState> parse_rows(const std::string& text, F to_state) {
   std::map<std::string, TaskState> m;
   for (const auto& line : split(text, '\n')) {
     const auto f = split(trim(line), '|');
     if (f.size() < 3 || f[0].empty()) continue;
-    for (const auto& id : expand_array_id(f[0])) m[id] = {f[1], f[2] == "None" ? "" : f[2], ""};
+    for (const auto& id : expand_array_id(f[0])) m[id] = to_state(f[1], f[2]);
   }
   return m;
 }
 
+}  // namespace
+
+std::map<std::string, TaskState> parse_squeue(const std::string& text) {
+  return parse_rows(text, [](const std::string& state, const std::string& reason) {
+    return TaskState{state, reason == "None" ? "" : reason, ""};
+  });
+}
+
 std::map<std::string, TaskState> parse_sacct(const std::string& text) {
-  std::map<std::string, TaskState> m;
-  for (const auto& line : split(text, '\n')) {
-    const auto f = split(trim(line), '|');
-    if (f.size() < 3 || f[0].empty()) continue;
-    const std::string state = f[1].substr(0, f[1].find(' '));  // "CANCELLED by 0"
-    for (const auto& id : expand_array_id(f[0])) m[id] = {state, "", f[2]};
-  }
-  return m;
+  return parse_rows(text, [](const std::string& state, const std::string& exit_code) {
+    return TaskState{state.substr(0, state.find(' ')), "", exit_code};  // "CANCELLED by 0"
+  });
 }
 
 std::map<std::string, TaskState> query_states(const std::vector<std::string>& job_ids) {
