@@ -298,6 +298,7 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
   for (const auto& c : st.value("cells", json::array())) old_cells[c["dir"]] = c;
   json cells = json::array();
   std::vector<std::vector<int>> todo(plan.cells.size());
+  size_t retried = 0;  // shards whose earlier task failed, was cancelled or killed
   for (size_t ci = 0; ci < plan.cells.size(); ++ci) {
     const auto& c = plan.cells[ci];
     const size_t docs = cell_documents(c.argv, docs_cache);
@@ -307,7 +308,9 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
     for (int i = 0; i < n; ++i) {
       const size_t total = shard_size(docs, i, n);
       cell["totals"].push_back(total);
-      if (!shard_finished(c.dir, i, n, total)) todo[ci].push_back(i);
+      if (shard_finished(c.dir, i, n, total)) continue;
+      todo[ci].push_back(i);
+      if (cell["tasks"].contains(std::to_string(i))) ++retried;
     }
     cells.push_back(std::move(cell));
   }
@@ -432,6 +435,11 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
   if (!st.contains("submissions")) st["submissions"] = json::array();
   st["submissions"].push_back({{"time", now_text()}, {"jobs", submitted}});
   write_state(out, st);
+  if (retried)
+    fmt::print(stderr,
+               "dllmq grid: {} shard(s) of an earlier submission did not finish (failed, cancelled "
+               "or killed): resubmitted, each resuming after its last finished sample\n",
+               retried);
   fmt::print(stderr,
              "dllmq grid: submitted {} calibration task(s), {} shard task(s) in {} cell array(s) "
              "({} cell(s) already finished), merge job {}\n"

@@ -245,8 +245,8 @@ def check_cancel_and_resume(a, g, res, cfg):
     r = g.run("--config", cfg, "--out", out, "--launcher", "slurm", "--shards", str(SHARDS),
               "--cpus-per-task", "1")
     ok = r.returncode == 0 and g.wait(out)
-    res.check("same command after scancel completes the run", ok and os.path.exists(os.path.join(out, "grid.md")),
-              r.stderr[-300:])
+    res.check("same command after scancel completes the run", ok and os.path.exists(os.path.join(out, "grid.md"))
+              and "did not finish" in r.stderr and "resubmitted" in r.stderr, r.stderr[-300:])
     for c in cell_dirs(out):
         seen = shard_lines(c)
         once = sorted(seen, key=int) == [str(i) for i in range(30)]
