@@ -427,7 +427,8 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
         for (const auto& a : cfg["args"]) argv.push_back(value_text(a));
       std::string shown;
       for (size_t i = 1; i < argv.size(); ++i) shown += (i > 1 ? " " : "") + argv[i];
-      fmt::print(stderr, "dllmq grid: {}\n", shown);
+      fmt::print(stderr, "dllmq grid: {}{}\n", launcher.collect ? "merging the shards of: " : "",
+                 shown);
       if (plan) {
         plan->cells.push_back({task, label(point, grid), dir, argv});
         continue;

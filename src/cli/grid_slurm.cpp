@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <ctime>
@@ -38,7 +39,9 @@ namespace {
 
 constexpr const char* kSlurmCommands[] = {"sbatch", "squeue", "scancel"};
 
-std::string abs_path(const std::string& p) { return fs::absolute(p).lexically_normal().string(); }
+std::string abs_path(const std::string& p) {
+  return fs::absolute(p).lexically_normal().string();
+}
 
 std::string self_exe() {
   std::error_code ec;
@@ -63,8 +66,7 @@ std::string flag_value(const std::vector<std::string>& argv, const std::string& 
 }
 
 // The number of documents a cell's eval evaluates (its --limit of the task's data).
-size_t cell_documents(const std::vector<std::string>& argv,
-                      std::map<std::string, size_t>& cache) {
+size_t cell_documents(const std::vector<std::string>& argv, std::map<std::string, size_t>& cache) {
   const std::string task = flag_value(argv, "--task"), data = flag_value(argv, "--data"),
                     subset = flag_value(argv, "--subset"), train = flag_value(argv, "--train"),
                     limit = flag_value(argv, "--limit");
@@ -94,8 +96,11 @@ size_t shard_size(size_t docs, int shard, int shards) {
 std::string shard_samples(const std::string& dir, int i, int n) {
   return (fs::path(dir) / eval::samples_file_name(i, n)).string();
 }
+// What `eval --shard i/n` writes when it has finished (summary.json for an unsharded run).
 std::string shard_summary(const std::string& dir, int i, int n) {
-  return (fs::path(dir) / fmt::format("summary.{}-of-{}.json", i, n)).string();
+  return (fs::path(dir) /
+          (n == 1 ? std::string("summary.json") : fmt::format("summary.{}-of-{}.json", i, n)))
+      .string();
 }
 
 size_t samples_in(const std::string& path) {
@@ -125,9 +130,8 @@ std::string state_path(const std::string& out) {
 
 std::string task_log(const std::string& pattern, const std::string& job, int index) {
   std::string s = pattern;
-  for (const auto& [key, val] : {std::pair<std::string, std::string>{"%A", job},
-                                 {"%a", std::to_string(index)},
-                                 {"%j", job}})
+  for (const auto& [key, val] :
+       {std::pair<std::string, std::string>{"%A", job}, {"%a", std::to_string(index)}, {"%j", job}})
     for (size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, key.size(), val);
   return s;
 }
@@ -252,17 +256,19 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
     launch::require_commands({std::begin(kSlurmCommands), std::end(kSlurmCommands)},
                              "dllmq grid --launcher slurm");
   const int n = o.shards;
-  const std::string tmpl =
-      o.job_template.empty() ? launch::default_job_template() : eval::read_text_file(o.job_template);
-  const std::string tmpl_name = o.job_template.empty() ? "the default job template" : o.job_template;
+  const std::string tmpl = o.job_template.empty() ? launch::default_job_template()
+                                                  : eval::read_text_file(o.job_template);
+  const std::string tmpl_name =
+      o.job_template.empty() ? "the default job template" : o.job_template;
   const std::string exe = self_exe(), workdir = fs::current_path().string();
   const std::string sdir = abs_path((fs::path(out) / "slurm").string());
 
   json st = fs::exists(state_path(out)) ? read_json_file(state_path(out)) : json::object();
   if (st.contains("shards") && st["shards"] != n)
-    fail("{}: this run was submitted with --shards {}; rerun with the same --shards (its shard "
-         "files are samples.<i>-of-{}.jsonl)",
-         out, st["shards"].dump(), st["shards"].dump());
+    fail(
+        "{}: this run was submitted with --shards {}; rerun with the same --shards (its shard "
+        "files are samples.<i>-of-{}.jsonl)",
+        out, st["shards"].dump(), st["shards"].dump());
 
   // An earlier submission still in the queue: resubmitting would run shards twice into the same
   // files. Only the earlier merge job may be replaced (it is resubmitted at the end).
@@ -281,9 +287,10 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
     if (!busy.empty()) {
       std::string list;
       for (size_t i = 0; i < busy.size() && i < 6; ++i) list += (i ? ", " : "") + busy[i];
-      fail("{}: {} task(s) of an earlier submission are still queued or running ({}{}); wait "
-           "for them or scancel them, then rerun (`dllmq grid --status --out {}` shows progress)",
-           out, busy.size(), list, busy.size() > 6 ? ", ..." : "", out);
+      fail(
+          "{}: {} task(s) of an earlier submission are still queued or running ({}{}); wait "
+          "for them or scancel them, then rerun (`dllmq grid --status --out {}` shows progress)",
+          out, busy.size(), list, busy.size() > 6 ? ", ..." : "", out);
     }
     if (merge_busy) {
       fmt::print(stderr, "dllmq grid: cancelling the earlier merge job {} (a new one follows)\n",
@@ -302,7 +309,7 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
   for (size_t ci = 0; ci < plan.cells.size(); ++ci) {
     const auto& c = plan.cells[ci];
     const size_t docs = cell_documents(c.argv, docs_cache);
-    json cell = {{"task", c.task}, {"label", c.label}, {"dir", abs_path(c.dir)},
+    json cell = {{"task", c.task},    {"label", c.label},        {"dir", abs_path(c.dir)},
                  {"documents", docs}, {"totals", json::array()}, {"tasks", json::object()}};
     if (old_cells.count(cell["dir"])) cell["tasks"] = old_cells[cell["dir"]]["tasks"];
     for (int i = 0; i < n; ++i) {
@@ -325,11 +332,10 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
     const std::string script = launch::render_job_script(job, o.sbatch, tmpl, tmpl_name);
     const std::string path = (jobs_dir / (name + ".sbatch")).string();
     if (dry_run) {
-      fmt::print("# ---- {} ----\n# sbatch --parsable{} {}\n{}\n", name,
-                 dependency.empty()
-                     ? ""
-                     : " --dependency=" + dependency + " --kill-on-invalid-dep=yes",
-                 path, script);
+      fmt::print(
+          "# ---- {} ----\n# sbatch --parsable{} {}\n{}\n", name,
+          dependency.empty() ? "" : " --dependency=" + dependency + " --kill-on-invalid-dep=yes",
+          path, script);
       return "";
     }
     fs::create_directories(jobs_dir);
@@ -355,12 +361,14 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
     for (size_t k = 0; k < plan.calibrations.size(); ++k) {
       job.commands[int(k)] = commands_with(plan.calibrations[k].argv, exe);
       const auto& p = plan.calibrations[k].out;
-      if (fs::path(p).has_parent_path() && !dry_run) fs::create_directories(fs::path(p).parent_path());
+      if (fs::path(p).has_parent_path() && !dry_run)
+        fs::create_directories(fs::path(p).parent_path());
     }
     if (!dry_run) fs::create_directories(logs);
     const std::string id = submit("calibrate", job, "");
     for (size_t k = 0; k < plan.calibrations.size(); ++k) {
-      const std::string task = (dry_run ? std::string("<calibrate>") : id) + "_" + std::to_string(k);
+      const std::string task =
+          (dry_run ? std::string("<calibrate>") : id) + "_" + std::to_string(k);
       calib_task[plan.calibrations[k].out] = task;
       calibs.push_back({{"out", abs_path(plan.calibrations[k].out)},
                         {"job", task},
@@ -409,7 +417,7 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
   merge.log = (fs::path(logs) / "merge-%j.log").string();
   merge.workdir = workdir;
   merge.array = false;
-  merge.commands[0] = {exe, "grid", "--config", cfg_copy, "--shards", std::to_string(n),
+  merge.commands[0] = {exe,        "grid", "--config", cfg_copy, "--shards", std::to_string(n),
                        "--collect"};
   if (!dry_run) {
     fs::create_directories(sdir);
@@ -451,6 +459,7 @@ void submit_grid_to_slurm(const GridPlan& plan, const json& cfg, const std::stri
 
 int collect_cell_shards(const std::string& dir, int shards) {
   size_t expected = 0;
+  json notes = json::array();  // the shards' notes (why a metric is missing, ...), each once
   for (int i = 0; i < shards; ++i) {
     const std::string sp = shard_summary(dir, i, shards);
     if (!fs::exists(sp)) {
@@ -458,7 +467,10 @@ int collect_cell_shards(const std::string& dir, int shards) {
                  fs::path(sp).filename().string());
       return 1;
     }
-    expected += read_json_file(sp).value("n_expected", size_t(0));
+    const json shard = read_json_file(sp);
+    expected += shard.value("n_expected", size_t(0));
+    for (const auto& note : shard.value("notes", json::array()))
+      if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
   }
   json summary = eval::merge_runs({dir}, "");
   if (summary.value("duplicates_dropped", 0) > 0)
@@ -466,6 +478,7 @@ int collect_cell_shards(const std::string& dir, int shards) {
                dir, summary["duplicates_dropped"].get<int>());
   summary["n_expected"] = expected;
   summary["shards"] = shards;
+  if (!notes.empty()) summary["notes"] = notes;
   write_file_atomic((fs::path(dir) / "summary.json").string(), summary.dump(2) + "\n");
   write_file_atomic((fs::path(dir) / "summary.md").string(), eval::summary_markdown(summary));
   return 0;
@@ -473,9 +486,10 @@ int collect_cell_shards(const std::string& dir, int shards) {
 
 void print_grid_status(const std::string& out) {
   if (!fs::exists(state_path(out)))
-    fail("{}: no Slurm submission recorded here ({} is missing); --status follows grids run with "
-         "--launcher slurm",
-         out, state_path(out));
+    fail(
+        "{}: no Slurm submission recorded here ({} is missing); --status follows grids run with "
+        "--launcher slurm",
+        out, state_path(out));
   const json st = read_json_file(state_path(out));
   const int n = st.value("shards", 1);
   std::map<std::string, launch::TaskState> states;
@@ -491,7 +505,8 @@ void print_grid_status(const std::string& out) {
 
   const auto subs = st.value("submissions", json::array());
   fmt::print("grid {}: {} cell(s) x {} shard(s), {} submission(s), last {}\n", out,
-             st["cells"].size(), n, subs.size(), subs.empty() ? "-" : subs.back().value("time", ""));
+             st["cells"].size(), n, subs.size(),
+             subs.empty() ? "-" : subs.back().value("time", ""));
   if (!note.empty()) fmt::print("note: {}\n", note);
   std::vector<std::string> failures;
   const auto calibs = st.value("calibrations", json::array());
@@ -531,8 +546,7 @@ void print_grid_status(const std::string& out) {
       }
       const auto& tasks = cell["tasks"];
       const std::string key = std::to_string(i);
-      const TaskView v =
-          view_task(tasks.contains(key) ? tasks[key] : json(), states, note.empty());
+      const TaskView v = view_task(tasks.contains(key) ? tasks[key] : json(), states, note.empty());
       if (v.kind == TaskView::kRunning) ++n_run;
       if (v.kind == TaskView::kPending) ++n_pend;
       if (v.kind == TaskView::kFailed || v.kind == TaskView::kNotSubmitted) {
@@ -542,8 +556,8 @@ void print_grid_status(const std::string& out) {
                 ? fmt::format("{}/{} shard {}/{}: never submitted", cell["task"].get<std::string>(),
                               cell["label"].get<std::string>(), i, n)
                 : fmt::format("{}/{} shard {}/{} (task {}): {}\n    log: {}",
-                              cell["task"].get<std::string>(), cell["label"].get<std::string>(),
-                              i, n, tasks[key]["job"].get<std::string>(), v.why,
+                              cell["task"].get<std::string>(), cell["label"].get<std::string>(), i,
+                              n, tasks[key]["job"].get<std::string>(), v.why,
                               tasks[key].value("log", "")));
       }
     }

@@ -21,7 +21,7 @@ struct GridPlan {
     std::vector<std::string> argv;
   };
   struct Cell {
-    std::string task, label, dir;  // dir: the cell's run directory, OUT/<task>/<label>
+    std::string task, label, dir;   // dir: the cell's run directory, OUT/<task>/<label>
     std::vector<std::string> argv;  // `dllmq eval ... --out dir --resume`, without --shard
   };
   std::vector<Calibration> calibrations;

@@ -33,7 +33,9 @@ std::string slurp_and_remove(const std::string& path) {
   return ss.str();
 }
 
-std::string base_job(const std::string& id) { return id.substr(0, id.find('_')); }
+std::string base_job(const std::string& id) {
+  return id.substr(0, id.find('_'));
+}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> parts;
@@ -197,13 +199,13 @@ std::map<std::string, TaskState> query_states(const std::vector<std::string>& jo
   // sacct (where accounting is on) knows jobs long gone from the controller; squeue, asked second,
   // wins for the jobs it still holds (fresher, and it has the pending reason).
   if (!find_on_path("sacct").empty()) {
-    const auto r = run_command({"sacct", "-n", "-P", "-X", "-j", list, "-o", "JobID,State,ExitCode"});
+    const auto r =
+        run_command({"sacct", "-n", "-P", "-X", "-j", list, "-o", "JobID,State,ExitCode"});
     if (r.exit_code == 0) states = parse_sacct(r.out);
   }
   // Every job of this user, filtered here: `squeue -j` fails outright when one id is unknown.
   const auto r = run_command({"squeue", "-h", "-r", "-t", "all", "--me", "-o", "%i|%T|%r"});
-  if (r.exit_code != 0)
-    fail("squeue failed (exit {}): {}", r.exit_code, trim(r.err));
+  if (r.exit_code != 0) fail("squeue failed (exit {}): {}", r.exit_code, trim(r.err));
   for (auto& [id, s] : parse_squeue(r.out)) {
     if (!wanted.count(base_job(id))) continue;
     if (states.count(id) && states[id].exit_code.size() && !is_active(s.state))
@@ -215,8 +217,8 @@ std::map<std::string, TaskState> query_states(const std::vector<std::string>& jo
 
 bool is_active(const std::string& state) {
   static const std::set<std::string> active = {
-      "PENDING",   "RUNNING",    "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
-      "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"};
+      "PENDING",     "RUNNING",      "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
+      "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",    "SIGNALING",  "STAGE_OUT", "STOPPED"};
   return active.count(state) > 0;
 }
 

@@ -40,7 +40,8 @@ std::vector<std::string> expand_array_id(const std::string& id);
 
 // Lines "ID|STATE|REASON" (squeue -h -r -t all -o '%i|%T|%r').
 std::map<std::string, TaskState> parse_squeue(const std::string& text);
-// Lines "ID|STATE|EXITCODE" (sacct -n -P -X -o JobID,State,ExitCode); "CANCELLED by 0" -> CANCELLED.
+// Lines "ID|STATE|EXITCODE" (sacct -n -P -X -o JobID,State,ExitCode); "CANCELLED by 0" ->
+// CANCELLED.
 std::map<std::string, TaskState> parse_sacct(const std::string& text);
 
 // The states of the given jobs (and every task of the given arrays): squeue first (jobs the

@@ -105,8 +105,8 @@ std::string default_job_template() {
          "{{command}}";
 }
 
-std::string render_job_script(const JobSpec& job, const SbatchOptions& opt,
-                              const std::string& tmpl, const std::string& what) {
+std::string render_job_script(const JobSpec& job, const SbatchOptions& opt, const std::string& tmpl,
+                              const std::string& what) {
   for (const char* key : {"{{sbatch}}", "{{command}}"})
     if (tmpl.find(key) == std::string::npos)
       fail("{}: a job template must contain {} (see docs/cluster.md)", what, key);
@@ -133,8 +133,10 @@ std::string render_job_script(const JobSpec& job, const SbatchOptions& opt,
     else if (e.starts_with("-"))
       sb += "#SBATCH " + e + "\n";
     else
-      fail("--sbatch-line '{}': give an sbatch option (\"--qos=high\") or a whole \"#SBATCH ...\" line",
-           e);
+      fail(
+          "--sbatch-line '{}': give an sbatch option (\"--qos=high\") or a whole \"#SBATCH ...\" "
+          "line",
+          e);
   }
   std::string cmd;
   if (job.array) {

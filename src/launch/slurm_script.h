@@ -19,11 +19,11 @@ struct SbatchOptions {
 // One job script: a job array when `commands` has several entries (or a key other than 0),
 // each array task running the command stored under its SLURM_ARRAY_TASK_ID.
 struct JobSpec {
-  std::string name;                                    // --job-name
-  std::string log;                                     // --output (may use %A, %a, %j)
-  std::string workdir;                                 // cd here first (the submission's cwd)
-  std::map<int, std::vector<std::string>> commands;    // array task id -> argv
-  bool array = true;                                   // false: one plain job running commands[0]
+  std::string name;                                  // --job-name
+  std::string log;                                   // --output (may use %A, %a, %j)
+  std::string workdir;                               // cd here first (the submission's cwd)
+  std::map<int, std::vector<std::string>> commands;  // array task id -> argv
+  bool array = true;                                 // false: one plain job running commands[0]
 };
 
 // The template used when the user gives none: {{sbatch}} becomes the #SBATCH lines, {{workdir}}

@@ -214,6 +214,17 @@ def check_same_as_local(a, g, res, cfg):
               and g.wait(slurm), again.stderr[-300:])
 
 
+def check_local_run_taken_over(a, g, res, cfg):
+    """A finished local run (one shard per cell: samples.jsonl, summary.json) submitted with
+    --launcher slurm: nothing is recomputed, and the merge job writes the same table."""
+    local = os.path.join(a.workdir, "local")
+    before = csv_rows(local)
+    r = g.run("--config", cfg, "--out", local, "--launcher", "slurm", "--cpus-per-task", "1")
+    ok = r.returncode == 0 and "submitted 0 calibration task(s), 0 shard task(s)" in r.stderr and g.wait(local)
+    res.check("finished local run under --launcher slurm: only the merge job, same table",
+              ok and before is not None and csv_rows(local) == before, r.stderr[-300:])
+
+
 def check_cancel_and_resume(a, g, res, cfg):
     out = os.path.join(a.workdir, "cancel")
     r = g.run("--config", cfg, "--out", out, "--launcher", "slurm", "--shards", str(SHARDS),
@@ -309,6 +320,7 @@ def main():
     res.check("start a single-node Slurm cluster", started, (s.stdout + s.stderr)[-800:])
     if started:
         checks += [lambda: check_same_as_local(a, g, res, same),
+                   lambda: check_local_run_taken_over(a, g, res, same),
                    lambda: check_cancel_and_resume(a, g, res, cancel),
                    lambda: check_failing_shard(a, g, res, failing)]
     try:

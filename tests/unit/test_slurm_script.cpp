@@ -33,8 +33,8 @@ JobSpec three_shards() {
   job.log = "/runs/g/synth/kv=fp16/slurm-%A_%a.log";
   job.workdir = "/home/me/project dir";
   for (int i : {0, 2, 3})
-    job.commands[i] = {"/opt/dllmq", "eval", "--out", "/runs/g/synth/kv=fp16", "--threads",
-                       kTaskCpus, "--shard", fmt::format("{}/4", i)};
+    job.commands[i] = {"/opt/dllmq", "eval",    "--out",   "/runs/g/synth/kv=fp16",
+                       "--threads",  kTaskCpus, "--shard", fmt::format("{}/4", i)};
   return job;
 }
 
@@ -193,8 +193,11 @@ TEST(SlurmCommands, MissingCommandIsNamed) {
   const char* old = std::getenv("PATH");
   const std::string saved = old ? old : "";
   setenv("PATH", "/nonexistent-dllmq-test", 1);
-  expect_error([] { require_commands({"sbatch", "squeue"}, "dllmq grid --launcher slurm"); },
-               {"dllmq grid --launcher slurm", "`sbatch`", "not on PATH"});
+  expect_error(
+      [] {
+        require_commands({"sbatch", "squeue"}, "dllmq grid --launcher slurm");
+      },
+      {"dllmq grid --launcher slurm", "`sbatch`", "not on PATH"});
   setenv("PATH", saved.c_str(), 1);
   EXPECT_FALSE(find_on_path("sh").empty());
 }
