@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/grid_slurm.h"
 #include "cli/plot_helper.h"
 #include "eval/data.h"
 #include "eval/run.h"
@@ -296,7 +297,9 @@ nlohmann::json substitute(const nlohmann::json& v,
 // made with `dllmq calibrate ARGS --out FILE` unless FILE already exists. With a "model" grid
 // axis every entry is made once per model, "{model}" in its strings standing for the model
 // (so "out" must contain it: artifacts are model-specific).
-void run_calibrations(const nlohmann::json& cfg, const std::string& cfg_path, bool dry_run) {
+// With a plan (the Slurm launcher) the missing artifacts are listed there instead of made.
+void run_calibrations(const nlohmann::json& cfg, const std::string& cfg_path, bool dry_run,
+                      GridPlan* plan) {
   if (!cfg.contains("calibrate")) return;
   std::vector<nlohmann::json> models;  // null: the config's "model" (or the embedded one)
   const bool model_axis = cfg.contains("grid") && cfg["grid"].contains("model");
@@ -326,6 +329,10 @@ void run_calibrations(const nlohmann::json& cfg, const std::string& cfg_path, bo
         continue;
       }
       fmt::print(stderr, "dllmq grid: {}\n", shown);
+      if (plan) {
+        plan->calibrations.push_back({out, argv});
+        continue;
+      }
       if (dry_run) continue;
       if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
       const std::string log = out + ".log";
@@ -335,7 +342,8 @@ void run_calibrations(const nlohmann::json& cfg, const std::string& cfg_path, bo
   }
 }
 
-void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& over) {
+void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& over,
+              const LauncherOptions& launcher) {
   auto cfg = nlohmann::json::parse(eval::read_text_file(cfg_path), nullptr, false);
   if (cfg.is_discarded() || !cfg.is_object()) fail("{}: not a JSON object", cfg_path);
   if (!over.out.empty()) cfg["out"] = over.out;
@@ -361,7 +369,11 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
   if (!cfg.contains("tasks") || !cfg["tasks"].is_array() || cfg["tasks"].empty())
     fail("{}: needs a non-empty \"tasks\" list", cfg_path);
   const std::string out = cfg["out"];
-  run_calibrations(cfg, cfg_path, dry_run);
+  // The Slurm launcher collects what is to run into a plan and submits it after the loop below;
+  // its merge job (--collect) finds the calibrations made and the cells' shards finished.
+  GridPlan slurm_plan;
+  GridPlan* plan = launcher.launcher == "slurm" && !launcher.collect ? &slurm_plan : nullptr;
+  if (!launcher.collect) run_calibrations(cfg, cfg_path, dry_run, plan);
   const nlohmann::json grid = cfg.value("grid", nlohmann::json::object());
   // Cross product of the grid axes, in the file's key order.
   std::vector<std::vector<std::pair<std::string, nlohmann::json>>> points = {{}};
@@ -415,10 +427,16 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
         for (const auto& a : cfg["args"]) argv.push_back(value_text(a));
       std::string shown;
       for (size_t i = 1; i < argv.size(); ++i) shown += (i > 1 ? " " : "") + argv[i];
-      fmt::print(stderr, "dllmq grid: {}\n", shown);
+      fmt::print(stderr, "dllmq grid: {}{}\n", launcher.collect ? "merging the shards of: " : "",
+                 shown);
+      if (plan) {
+        plan->cells.push_back({task, label(point, grid), dir, argv});
+        continue;
+      }
       if (dry_run) continue;
       fs::create_directories(dir);
-      const int rc = run_child(argv, (fs::path(dir) / "eval.stdout").string());
+      const int rc = launcher.collect ? collect_cell_shards(dir, launcher.shards)
+                                      : run_child(argv, (fs::path(dir) / "eval.stdout").string());
       nlohmann::json r = {
           {"task", task}, {"point", label(point, grid)}, {"run_dir", dir}, {"exit_code", rc}};
       RunRow row;
@@ -448,6 +466,7 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
       rows.push_back(std::move(row));
     }
   }
+  if (plan) return submit_grid_to_slurm(slurm_plan, cfg, out, launcher, dry_run);
   if (dry_run) return;
   fs::create_directories(out);
   write_file_atomic((fs::path(out) / "grid.json").string(), results.dump(2) + "\n");
@@ -471,13 +490,25 @@ void register_grid(CLI::App& app) {
   auto cfg = std::make_shared<std::string>();
   auto dry = std::make_shared<bool>(false);
   auto over = std::make_shared<GridOverrides>();
-  cmd->add_option("--config", *cfg, "grid description (see docs/eval.md)")->required();
+  auto launcher = std::make_shared<LauncherOptions>();
+  cmd->add_option("--config", *cfg, "grid description (see docs/eval.md)");
   cmd->add_option("-m,--model", over->model, "model directory (overrides the config's \"model\")");
   cmd->add_option("--out", over->out,
                   "run directory (overrides the config's \"out\"; \"{out}\" in the config's "
                   "strings stands for it)");
-  cmd->add_flag("--dry-run", *dry, "print the eval command lines only");
-  cmd->callback([cfg, dry, over] { run_grid(*cfg, *dry, *over); });
+  cmd->add_flag("--dry-run", *dry,
+                "print the eval command lines only (slurm: the job scripts, nothing submitted)");
+  add_launcher_options(*cmd, *launcher);
+  cmd->callback([cfg, dry, over, launcher] {
+    if (launcher->status) {
+      if (over->out.empty()) fail("grid --status: give the run directory with --out DIR");
+      return print_grid_status(over->out);
+    }
+    if (cfg->empty()) fail("grid: --config GRID.json is required (or --status --out DIR)");
+    if (launcher->shards > 1 && launcher->launcher != "slurm" && !launcher->collect)
+      fail("grid --shards {}: sharding cells needs --launcher slurm", launcher->shards);
+    run_grid(*cfg, *dry, *over, *launcher);
+  });
 }
 
 }  // namespace dllmq::cli
