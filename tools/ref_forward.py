@@ -23,8 +23,8 @@ the FFN of a MoE layer (moe_layer_freq[i] != 0) is
         p = softmax(h Wrouter^T) (+ expert_bias);  (w, e) = top-k of p (no renormalisation)
         ffn = sum over the row's experts in increasing index of w * SwiGLU_e(h)  (+ SwiGLU_shared(h))
 and a dense layer's is the SwiGLU mlp.{gate,up,down}_proj.  Ties in p go to the lower expert
-index here; `min_route_gap` keeps the smallest gap between the k-th and (k+1)-th p seen, so a
-test can make sure no decision it compares was a (near) tie.
+index here; `min_route_gap` keeps the smallest log(p_k / p_k+1) seen (k-th against (k+1)-th
+probability of a row), so a test can make sure no routing decision it compares was a near tie.
 
 LLaDA names: gate = blocks.N.ff_proj, up = blocks.N.up_proj, down = blocks.N.ff_out,
 LM head = transformer.ff_out.  Logits are returned RAW (no Dream shift here).
@@ -169,7 +169,9 @@ class RefModel:
         order = np.argsort(-p, axis=-1, kind="stable")  # ties: lower index first
         if k < p.shape[1]:
             srt = np.take_along_axis(p, order, axis=-1)
-            self.min_route_gap = min(self.min_route_gap, float((srt[:, k - 1] - srt[:, k]).min()))
+            with np.errstate(divide="ignore"):
+                gap = np.log(srt[:, k - 1]) - np.log(srt[:, k])
+            self.min_route_gap = min(self.min_route_gap, float(np.nan_to_num(gap, nan=0.0).min()))
         out = np.zeros_like(h)
         for t in range(h.shape[0]):
             for e in sorted(order[t, :k]):

@@ -216,8 +216,9 @@ def decode_checks(res, work, dllmq, verbose):
         c["name"] = c["name"].replace("llada/", "lladamoe/", 1)
         m.min_route_gap = float("inf")
         td.compare_case(res, d, m, c, dllmq, verbose)
-        if m.min_route_gap < 1e-6:
-            print("note: %s reference run had a routing gap of %.3g" % (c["name"], m.min_route_gap))
+        # a near tie in the float64 routing could route a row differently in float32
+        if m.min_route_gap < 1e-4:
+            print("note: %s reference run had a routing log-gap of %.3g" % (c["name"], m.min_route_gap))
 
 
 def main(argv=None):
