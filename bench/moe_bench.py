@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_tiny_checkpoint as mk  # noqa: E402
 
-PAIR = dict(layers=4, d_model=1024, heads=16, vocab=4096)
+PAIR = dict(layers=4, d_model=1024, heads=16, kv_heads=16, vocab=4096)
 MOE = dict(experts=32, top_k=4, expert_mlp=512)  # active FFN width 2048
 DENSE_MLP = 2048
 

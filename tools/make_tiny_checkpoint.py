@@ -221,6 +221,7 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
 
     rng = np.random.default_rng(seed)
     D, F, V, H, KV = d["d_model"], d["mlp"], d["vocab"], d["heads"], d["kv_heads"]
+    t = {}
 
     def w(*shape, std=w_std):
         return (rng.standard_normal(shape) * std).astype(np.float32)
@@ -228,7 +229,18 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
     def norm_w(n):
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
-    t = {}
+    def swiglu(prefix, width):  # Hugging Face names: {prefix}{gate,up,down}_proj.weight
+        t[prefix + "gate_proj.weight"] = w(width, D)
+        t[prefix + "up_proj.weight"] = w(width, D)
+        t[prefix + "down_proj.weight"] = w(D, width)
+
+    def hf_final():  # final norm and (untied) LM head, Hugging Face names
+        t["model.norm.weight"] = norm_w(D)
+        if not tied:
+            t["lm_head.weight"] = w(V, D, std=lm_head_std)
+            if zero_mask_logit:
+                t["lm_head.weight"][d["mask_id"]] = 0.0
+
     if arch == "llada":
         p = "model.transformer."
         t[p + "wte.weight"] = w(V, D, std=emb_std)
@@ -264,9 +276,7 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
                 t[b + "self_attn.k_norm.weight"] = norm_w(hd)
             t[b + "post_attention_layernorm.weight"] = norm_w(D)
             if i in moe["dense_layers"]:
-                t[b + "mlp.gate_proj.weight"] = w(F, D)
-                t[b + "mlp.up_proj.weight"] = w(F, D)
-                t[b + "mlp.down_proj.weight"] = w(D, F)
+                swiglu(b + "mlp.", F)
                 continue
             router = w(E, D, std=moe["router_std"])
             if moe["router"] == "zero":
@@ -279,21 +289,12 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
                 raise ValueError("router must be random, zero or tie:E1,E2,...")
             t[b + "mlp.gate.weight"] = router
             for e in range(E):
-                t[b + "mlp.experts.%d.gate_proj.weight" % e] = w(FE, D)
-                t[b + "mlp.experts.%d.up_proj.weight" % e] = w(FE, D)
-                t[b + "mlp.experts.%d.down_proj.weight" % e] = w(D, FE)
+                swiglu(b + "mlp.experts.%d." % e, FE)
             if moe["expert_bias"]:
                 t[b + "mlp.expert_bias"] = (0.05 * rng.standard_normal(E)).astype(np.float32)
             if moe["shared_mlp"]:
-                S = moe["shared_mlp"]
-                t[b + "shared_expert.gate_proj.weight"] = w(S, D)
-                t[b + "shared_expert.up_proj.weight"] = w(S, D)
-                t[b + "shared_expert.down_proj.weight"] = w(D, S)
-        t["model.norm.weight"] = norm_w(D)
-        if not tied:
-            t["lm_head.weight"] = w(V, D, std=lm_head_std)
-            if zero_mask_logit:
-                t["lm_head.weight"][d["mask_id"]] = 0.0
+                swiglu(b + "shared_expert.", moe["shared_mlp"])
+        hf_final()
         if K > E:
             raise ValueError("top_k must not exceed experts")
         cfg = lladamoe_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype, moe)
@@ -310,14 +311,8 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
             t[b + "self_attn.v_proj.bias"] = w(KV * hd, std=0.05)
             t[b + "self_attn.o_proj.weight"] = w(D, D)
             t[b + "post_attention_layernorm.weight"] = norm_w(D)
-            t[b + "mlp.gate_proj.weight"] = w(F, D)
-            t[b + "mlp.up_proj.weight"] = w(F, D)
-            t[b + "mlp.down_proj.weight"] = w(D, F)
-        t["model.norm.weight"] = norm_w(D)
-        if not tied:
-            t["lm_head.weight"] = w(V, D, std=lm_head_std)
-            if zero_mask_logit:
-                t["lm_head.weight"][d["mask_id"]] = 0.0
+            swiglu(b + "mlp.", F)
+        hf_final()
         cfg = dream_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
 
     for layer, chans, scale in plant:

@@ -161,21 +161,26 @@ void parse_llada(const Fields& f, ModelConfig& c) {
   c.logits_shift = 0;
 }
 
-void parse_dream(const Fields& f, const json& j, ModelConfig& c) {
-  c.arch = Arch::kDream;
-  c.layout = Layout::kDream;
+// The geometry fields Dream (Qwen2) and LLaDA-MoE (OLMoE) share, with Hugging Face's names.
+void parse_hf_geometry(const Fields& f, const json& j, ModelConfig& c, int default_max_seq) {
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     fail("{}: unsupported option rope_scaling (only plain RoPE is implemented)", f.file());
-  f.require_bool("use_sliding_window", false, "sliding-window attention is not implemented");
   std::string act = f.opt_str("hidden_act", "silu");
   if (act != "silu") fail("{}: unsupported hidden_act '{}' (expected 'silu')", f.file(), act);
   c.d_model = f.req_int("hidden_size", 1);
   c.n_heads = f.req_int("num_attention_heads", 1);
   c.n_kv_heads = f.opt_int("num_key_value_heads", c.n_heads, 1);
   c.n_layers = f.req_int("num_hidden_layers", 1);
-  c.mlp_hidden = f.req_int("intermediate_size", 1);
   c.vocab_size = f.req_int("vocab_size", 1);
-  c.max_seq = f.opt_int("max_position_embeddings", 32768, 1);
+  c.max_seq = f.opt_int("max_position_embeddings", default_max_seq, 1);
+}
+
+void parse_dream(const Fields& f, const json& j, ModelConfig& c) {
+  c.arch = Arch::kDream;
+  c.layout = Layout::kDream;
+  parse_hf_geometry(f, j, c, 32768);
+  f.require_bool("use_sliding_window", false, "sliding-window attention is not implemented");
+  c.mlp_hidden = f.req_int("intermediate_size", 1);
   c.rope_theta = f.opt_in_range("rope_theta", 10000.0, kMinRopeTheta, 1e12);
   c.rms_eps = static_cast<float>(f.opt_in_range("rms_norm_eps", 1e-6, kMinNormEps, 1.0));
   c.tied_embeddings = f.opt_bool("tie_word_embeddings", false);
@@ -193,8 +198,7 @@ void parse_llada_moe(const Fields& f, const json& j, ModelConfig& c) {
   // it reads must be one dllmq computes, or the config is refused naming it.
   c.arch = Arch::kLLaDA;
   c.layout = Layout::kLLaDAMoE;
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    fail("{}: unsupported option rope_scaling (only plain RoPE is implemented)", f.file());
+  parse_hf_geometry(f, j, c, 4096);
   if (f.has("partial_rotary_factor") &&
       f.opt_in_range("partial_rotary_factor", 1.0, -1e9, 1e9) != 1.0)
     fail("{}: field 'partial_rotary_factor' = {}: only 1.0 (RoPE over the whole head) is "
@@ -204,14 +208,6 @@ void parse_llada_moe(const Fields& f, const json& j, ModelConfig& c) {
     fail("{}: unsupported option clip_qkv = {} (dllmq implements LLaDA-MoE without q/k/v "
          "clipping; expected null)",
          f.file(), j["clip_qkv"].dump());
-  std::string act = f.opt_str("hidden_act", "silu");
-  if (act != "silu") fail("{}: unsupported hidden_act '{}' (expected 'silu')", f.file(), act);
-  c.d_model = f.req_int("hidden_size", 1);
-  c.n_heads = f.req_int("num_attention_heads", 1);
-  c.n_kv_heads = f.opt_int("num_key_value_heads", c.n_heads, 1);
-  c.n_layers = f.req_int("num_hidden_layers", 1);
-  c.vocab_size = f.req_int("vocab_size", 1);
-  c.max_seq = f.opt_int("max_position_embeddings", 4096, 1);
   // The reference class defaults rope_theta to -1 (no usable default): it must be given.
   if (!f.has("rope_theta")) fail("{}: missing number field 'rope_theta'", f.file());
   c.rope_theta = f.opt_in_range("rope_theta", 0.0, kMinRopeTheta, 1e12);

@@ -20,7 +20,10 @@
 3. Refusals (dllmq inspect): a missing expert tensor, a wrong expert count, top-k > experts, a
    LLaDA config with MoE fields but no MoE class, LLaDA2 MoE / SDAR / unknown classes: exit
    code 1 (not a crash) and a message naming the tensor or field.
-4. Decoding token-exact against tools/ref_decode.py on a MoE checkpoint: cache none / prefix /
+4. Calibration (KVQuant ar / trace without Fisher, dLLM-KVQ) and every KV store (fp16, bf16,
+   KIVI, KVQuant, dLLM-KVQ) under prefix and dual caching run and fill the canvas; Fisher
+   calibration is refused by name (its backward is the dense block's).
+5. Decoding token-exact against tools/ref_decode.py on a MoE checkpoint: cache none / prefix /
    dual x quota / threshold / factor, one block and four blocks (test_decode.py's machinery).
 Exit 0 iff all passed; last line "N passed, N failed".
 """
@@ -43,7 +46,7 @@ import make_tiny_checkpoint as mk  # noqa: E402
 import ref_forward as rf  # noqa: E402
 import safetensors_np as st  # noqa: E402
 import test_decode as td  # noqa: E402
-from results import Results  # noqa: E402
+from results import Results, run_all  # noqa: E402
 
 FIXTURE = os.path.join(ROOT, "tests", "data", "lladamoe", "reference.npz")
 REL_TOL = 1e-4
@@ -207,6 +210,47 @@ def refusal_checks(res, work, dllmq):
     res.check("inspect/total-and-active-params", ok, det)
 
 
+def store_checks(res, work, dllmq):
+    """Calibration and every KV store on a MoE model: runs, fills the canvas; gradient
+    calibration is refused by name."""
+    d = os.path.join(work, "stores")
+    mk.make_checkpoint("lladamoe", d, **DECODE_CKPT)
+    pj = os.path.join(work, "pairs.jsonl")
+    rng = np.random.default_rng(5)
+    with open(pj, "w") as f:
+        for _ in range(4):
+            ids = [int(t) for t in rng.permutation(110)[:14]]
+            f.write(json.dumps(dict(prompt_ids=ids[:5], answer_ids=ids[5:])) + "\n")
+    arts = {}
+    for name, args in (("kvquant-ar", ["--method", "kvquant", "--trajectory", "ar", "--fisher", "none"]),
+                       ("kvquant-trace", ["--method", "kvquant", "--trajectory", "trace", "--fisher", "none"]),
+                       ("dllm-kvq", ["--method", "dllm-kvq"])):
+        art = os.path.join(work, name + ".safetensors")
+        p = run([dllmq, "calibrate", "-m", d, "--data", pj, "--kv-bits", "2", "--out", art, "--gen-length", "32",
+                 "--block-length", "8"] + args, timeout=900)
+        res.check("calibrate/" + name, p.returncode == 0 and os.path.isfile(art), p.stderr.decode()[-300:])
+        arts[name] = art
+    p = run([dllmq, "calibrate", "-m", d, "--data", pj, "--method", "kvquant", "--trajectory", "ar",
+             "--kv-bits", "2", "--out", os.path.join(work, "f.safetensors")])
+    res.check("calibrate/fisher-refused", p.returncode == 1 and b"not implemented for LLaDA-MoE" in p.stderr,
+              p.stderr.decode()[-300:])
+    mask_id = DECODE_CKPT.get("mask_id", 120)
+    for kv, extra in (("fp16", []), ("bf16", []), ("kivi", ["--kv-bits", "2"]),
+                      ("kvquant", ["--calib", arts["kvquant-ar"]]), ("kvquant", ["--calib", arts["kvquant-trace"]]),
+                      ("dllm-kvq", ["--calib", arts["dllm-kvq"]])):
+        for cache in ("prefix", "dual"):
+            p = run([dllmq, "generate", "-m", d, "--prompt-ids", "5,17,33,2,90", "--gen-length", "32",
+                     "--block-length", "8", "--steps", "32", "--cache", cache, "--kv", kv, "--json"] + extra)
+            ok = p.returncode == 0
+            det = p.stderr.decode()[-300:]
+            if ok:
+                out = p.stdout.decode()
+                toks = json.loads(out[out.find("{"):])["tokens"]
+                ok = len(toks) == 32 and mask_id not in toks
+                det = "tokens %s" % toks[:8]
+            res.check("store/%s%s/%s" % (kv, "-trace" if "trace" in " ".join(extra) else "", cache), ok, det)
+
+
 def decode_checks(res, work, dllmq, verbose):
     d = os.path.join(work, "decode")
     mk.make_checkpoint("lladamoe", d, **DECODE_CKPT)
@@ -233,24 +277,26 @@ def main(argv=None):
     work = a.workdir or tempfile.mkdtemp(prefix="dllmq_moe_")
     os.makedirs(work, exist_ok=True)
     res = Results()
-    try:
-        if a.ref_python and a.ref_dir:
-            p = run([a.ref_python, os.path.join(ROOT, "tools", "lladamoe_reference.py"), "--ref-dir", a.ref_dir,
-                     "--check", "--out", FIXTURE], timeout=1200)
-            res.check("fixture/regenerated-equal", p.returncode == 0, p.stdout.decode()[-500:])
+
+    def regenerate():
+        p = run([a.ref_python, os.path.join(ROOT, "tools", "lladamoe_reference.py"), "--ref-dir", a.ref_dir,
+                 "--check", "--out", FIXTURE], timeout=1200)
+        res.check("fixture/regenerated-equal", p.returncode == 0, p.stdout.decode()[-500:])
+
+    def against_reference():
         arrays, meta = lr.load(FIXTURE)
         reference_checks(res, work, a.dllmq, arrays, meta)
-        refusal_checks(res, work, a.dllmq)
-        if not a.skip_decode:
-            decode_checks(res, work, a.dllmq, a.verbose)
+
+    checks = [regenerate] if a.ref_python and a.ref_dir else []
+    checks += [against_reference, lambda: refusal_checks(res, work, a.dllmq),
+               lambda: store_checks(res, work, a.dllmq)]
+    if not a.skip_decode:
+        checks.append(lambda: decode_checks(res, work, a.dllmq, a.verbose))
+    try:
+        return run_all(res, checks)
     finally:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
-    if res.fail_names:
-        print("failed: " + ", ".join(res.fail_names))
-    print("%d passed, %d failed" % (res.passed, res.failed))
-    return 0 if res.failed == 0 else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())
