@@ -7,7 +7,8 @@ LLaDA-MoE-7B-A1B-shaped layer against a LLaDA-8B-shaped one.
 1. pair: random bf16 checkpoints (tools/make_tiny_checkpoint.py), same attention, LM head and
    depth; the MoE model's FFN is E experts top-k of width W (k*W = the dense MLP width, so the
    active parameters agree up to the router's E x d). `dllmq bench` (dual cache, no threshold)
-   on each, alternating, ROUNDS times; the best tokens/s of each and their ratio. Also the
+   on each, alternating, ROUNDS times; the best tokens/s of each and their ratio (--weights f32
+   stores both in f32, so no product widens bf16 panels). Also the
    peak RSS of each run against the checkpoint's bytes (weights are memory-mapped).
 2. layers: one-layer checkpoints shaped like a LLaDA-MoE-7B-A1B layer (d 2048, 16 heads x 128,
    64 experts top-8 of width 1024, QK norm) and a LLaDA-8B layer (d 4096, 32 heads, MLP 12288),
@@ -46,11 +47,11 @@ def ckpt_bytes(d):
     return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".safetensors"))
 
 
-def pair(dllmq, work, rounds):
-    moe = os.path.join(work, "moe")
-    dense = os.path.join(work, "dense")
-    mk.make_checkpoint("lladamoe", moe, seed=1, mlp=DENSE_MLP, **PAIR, **MOE)
-    mk.make_checkpoint("llada", dense, seed=2, mlp=DENSE_MLP, **PAIR)
+def pair(dllmq, work, rounds, weights):
+    moe = os.path.join(work, "moe_" + weights)
+    dense = os.path.join(work, "dense_" + weights)
+    mk.make_checkpoint("lladamoe", moe, seed=1, mlp=DENSE_MLP, dtype=weights, **PAIR, **MOE)
+    mk.make_checkpoint("llada", dense, seed=2, mlp=DENSE_MLP, dtype=weights, **PAIR)
     args = ["--prompt-length", "64", "--gen-length", "64", "--block-length", "32", "--steps", "64",
             "--modes", "dual"]
     best = {"moe": 0.0, "dense": 0.0}
@@ -68,7 +69,7 @@ def pair(dllmq, work, rounds):
         "tokens_per_s": best, "ratio_moe_over_dense": best["moe"] / best["dense"],
         "peak_rss_bytes": rss,
         "weight_bytes": {"moe": ckpt_bytes(moe), "dense": ckpt_bytes(dense)},
-        "settings": " ".join(args) + " (dual cache, fp32 compute, bf16 weights)",
+        "settings": " ".join(args) + " (dual cache, fp32 compute, %s weights)" % weights,
         "threads": info["threads"],
     }
 
@@ -104,12 +105,14 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-layers", action="store_true")
     ap.add_argument("--skip-pair", action="store_true")
+    ap.add_argument("--weights", default="bf16", choices=["bf16", "f32"],
+                    help="stored dtype of the pair (f32: no widening of the weights per product)")
     a = ap.parse_args(argv)
     work = a.workdir or tempfile.mkdtemp(prefix="dllmq_moe_bench_")
     res = {}
     try:
         if not a.skip_pair:
-            res["pair"] = pair(a.dllmq, work, a.rounds)
+            res["pair"] = pair(a.dllmq, work, a.rounds, a.weights)
         if not a.skip_layers:
             res["layers"] = layers(a.dllmq, work)
     finally:

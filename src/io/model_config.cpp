@@ -296,8 +296,8 @@ Layout detect_layout(const json& j, const std::string& path, std::string& model_
   const bool agree = !by_type || !by_class || *by_type == *by_class;
   const bool llada_agree = !type_llada_family || !by_class || *by_class != Layout::kDream;
   if (!agree || !llada_agree || (type_known && class_unknown) || (by_class && type_unknown))
-    fail("{}: model_type '{}' and architectures ['{}'] name different or unknown architectures; "
-         "{}",
+    fail("{}: model_type '{}' and architectures ['{}'] name different architectures (or one dllmq "
+         "does not implement); {}",
          path, model_type, cls, kSupported);
   Layout layout;
   if (by_class)
@@ -337,7 +337,7 @@ void reject_foreign_fields(const json& j, Layout layout, const std::string& path
   for (const char* k : olmo_names ? std::span(kDreamOnly) : std::span(kLLaDAOnly))
     if (j.contains(k) && !j[k].is_null())
       fail("{}: field '{}' belongs to {} configs, but this one is {}", path, k,
-           olmo_names ? "Dream and LLaDA-MoE" : "LLaDA", layout_name(layout));
+           olmo_names ? "Dream configs and LLaDA-MoE" : "LLaDA", layout_name(layout));
 }
 
 }  // namespace
