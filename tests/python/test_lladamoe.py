@@ -19,7 +19,8 @@
    whose top-k cut falls inside a tie (checked with the numpy router).
 3. Refusals (dllmq inspect): a missing expert tensor, a wrong expert count, top-k > experts, a
    LLaDA config with MoE fields but no MoE class, LLaDA2 MoE / SDAR / unknown classes: exit
-   code 1 (not a crash) and a message naming the tensor or field.
+   code 1 (not a crash) and a message naming the tensor or field; `--chat` on a LLaDA-MoE model
+   (its template is not implemented) is refused, plain text works.
 4. Calibration (KVQuant ar / trace without Fisher, dLLM-KVQ) and every KV store (fp16, bf16,
    KIVI, KVQuant, dLLM-KVQ) under prefix and dual caching run and fill the canvas; Fisher
    calibration is refused by name (its backward is the dense block's).
@@ -198,6 +199,19 @@ def refusal_checks(res, work, dllmq):
         err = p.stderr.decode(errors="replace")
         res.check("refuse/" + name, p.returncode == 1 and want in err,
                   "rc %d, stderr: %s" % (p.returncode, err.strip()[-300:]))
+    # --chat: LLaDA-MoE's template is not implemented (its files were not available): refused,
+    # never rendered as LLaDA's; plain text still works.
+    d = os.path.join(work, "refuse_chat")
+    mk.make_checkpoint("lladamoe", d, seed=3, dtype="f32", vocab=810, mask_id=802, eos_id=801)
+    shutil.copy(os.path.join(ROOT, "tests", "data", "tokenizer", "digits_seq.tokenizer.json"),
+                os.path.join(d, "tokenizer.json"))
+    gen = [dllmq, "generate", "-m", d, "-p", "1 2 3", "--gen-length", "8", "--block-length", "8", "--steps", "8"]
+    p = run(gen + ["--chat"])
+    err = p.stderr.decode(errors="replace")
+    res.check("refuse/chat-template", p.returncode == 1 and "LLaDA-MoE chat template is not implemented" in err,
+              "rc %d, stderr: %s" % (p.returncode, err.strip()[-200:]))
+    p = run(gen)
+    res.check("plain-text-prompt", p.returncode == 0, p.stderr.decode(errors="replace")[-200:])
     p = run([dllmq, "inspect", "-m", base, "--json"])
     ok = p.returncode == 0
     det = p.stderr.decode(errors="replace")[-300:]
