@@ -6,8 +6,8 @@ LLaDA-MoE-7B-A1B-shaped layer against a LLaDA-8B-shaped one.
 
 1. pair: random bf16 checkpoints (tools/make_tiny_checkpoint.py), same attention, LM head and
    depth; the MoE model's FFN is E experts top-k of width W (k*W = the dense MLP width, so the
-   active parameters agree up to the router's E x d). `dllmq bench` (dual cache, no threshold)
-   on each, alternating, ROUNDS times; the best tokens/s of each and their ratio (--weights f32
+   active parameters agree up to the router's E x d). `dllmq bench` (dual, prefix and no
+   cache; no threshold) on each, alternating, ROUNDS times; the best tokens/s of each and their ratio (--weights f32
    stores both in f32, so no product widens bf16 panels). Also the
    peak RSS of each run against the checkpoint's bytes (weights are memory-mapped).
 2. layers: one-layer checkpoints shaped like a LLaDA-MoE-7B-A1B layer (d 2048, 16 heads x 128,
@@ -53,23 +53,25 @@ def pair(dllmq, work, rounds, weights):
     mk.make_checkpoint("lladamoe", moe, seed=1, mlp=DENSE_MLP, dtype=weights, **PAIR, **MOE)
     mk.make_checkpoint("llada", dense, seed=2, mlp=DENSE_MLP, dtype=weights, **PAIR)
     args = ["--prompt-length", "64", "--gen-length", "64", "--block-length", "32", "--steps", "64",
-            "--modes", "dual"]
-    best = {"moe": 0.0, "dense": 0.0}
+            "--modes", "dual,prefix,none"]
+    best = {"moe": {}, "dense": {}}
     rss = {}
     for _ in range(rounds):
         for name, d in (("dense", dense), ("moe", moe)):
             j = bench(dllmq, d, args)
-            best[name] = max(best[name], j["modes"][0]["tokens_per_s"])
+            for m in j["modes"]:
+                best[name][m["cache"]] = max(best[name].get(m["cache"], 0.0), m["tokens_per_s"])
             rss[name] = j["peak_rss_bytes"]
     info = json.loads(subprocess.run([dllmq, "inspect", "-m", moe, "--json"], stdout=subprocess.PIPE).stdout)
     dinfo = json.loads(subprocess.run([dllmq, "inspect", "-m", dense, "--json"], stdout=subprocess.PIPE).stdout)
     return {
         "moe_params": info["n_params"], "moe_active_params": info["n_active_params"],
         "dense_params": dinfo["n_params"],
-        "tokens_per_s": best, "ratio_moe_over_dense": best["moe"] / best["dense"],
+        "tokens_per_s": best,
+        "ratio_moe_over_dense": {m: best["moe"][m] / best["dense"][m] for m in best["dense"]},
         "peak_rss_bytes": rss,
         "weight_bytes": {"moe": ckpt_bytes(moe), "dense": ckpt_bytes(dense)},
-        "settings": " ".join(args) + " (dual cache, fp32 compute, %s weights)" % weights,
+        "settings": " ".join(args) + " (fp32 compute, %s weights)" % weights,
         "threads": info["threads"],
     }
 
