@@ -99,6 +99,9 @@ def main():
     put("model_config", "embedded", read("models/dllmq-synth-tiny/config.json"))
     put("model_config", "llada", json.dumps(mtc.llada_config(2, 64, 4, 2, 96, 300, 299, 298, False, "bf16")))
     put("model_config", "dream", json.dumps(mtc.dream_config(2, 64, 4, 2, 96, 300, 299, 298, True, "bf16")))
+    put("model_config", "lladamoe", json.dumps(mtc.lladamoe_config(
+        3, 64, 4, 2, 96, 300, 299, 298, False, "bf16",
+        dict(mtc.MOE_DEFAULTS, shared_mlp=24, dense_layers=(0,), expert_bias=True))))
     put("generation_config", "embedded", read("models/dllmq-synth-tiny/generation_config.json"))
     put("generation_config", "steps", json.dumps({"max_new_tokens": 256, "block_length": 32, "steps": 128}))
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Write a tiny, seeded, random LLaDA or Dream checkpoint with the released tensor names.
+"""Write a tiny, seeded, random LLaDA, LLaDA-MoE or Dream checkpoint with the released tensor names.
 
-    make_tiny_checkpoint.py --arch llada|dream --out DIR [--seed S] [--shards N]
+    make_tiny_checkpoint.py --arch llada|dream|lladamoe --out DIR [--seed S] [--shards N]
                             [--dtype bf16|f16|f32] [--tied]
                             [--layers N] [--d-model D] [--heads H] [--kv-heads K]
                             [--head-dim HD] [--mlp M] [--vocab V]
@@ -22,6 +22,17 @@ Tensor names follow the released checkpoints (reference doc §1.2 / §2.2):
          model.layers.{i}.self_attn.{q,k,v}_proj.{weight,bias}, self_attn.o_proj.weight,
          post_attention_layernorm.weight, mlp.{gate,up,down}_proj.weight,
          model.norm.weight, lm_head.weight (absent if tied)
+  LLaDA-MoE (released LLaDAMoEModelLM, OLMoE names): model.embed_tokens.weight,
+         model.layers.{i}.input_layernorm.weight, self_attn.{q,k,v,o}_proj.weight,
+         self_attn.{q,k}_norm.weight [head_dim], post_attention_layernorm.weight,
+         MoE layers: mlp.gate.weight [experts, D] (the router), mlp.experts.{e}.{gate,up,down}_proj
+         .weight, mlp.expert_bias [experts] (with --expert-bias), shared_expert.{gate,up,down}_proj
+         .weight (with --shared-mlp); dense layers (--dense-layers): mlp.{gate,up,down}_proj.weight;
+         model.norm.weight, lm_head.weight.  Defaults: hidden 64, 2 layers, 4 heads, 4 experts
+         top-2 of width 32, QK norm, rope_theta 50000, vocab 128, mask 120, eos/pad 121.
+         --router tie:E1,E2,..  copies expert E1's router row to the others (equal router logits:
+         the top-k tie rule decides); --router zero: every router logit 0 (all rows take the same
+         experts, chosen by the tie rule alone).
 Weights are drawn in float32 from a numpy Generator(seed) and then stored in --dtype.
 
 --plant L:C1,C2,...:S ("planted channels", repeatable) multiplies, in layer L, the k_proj rows of
@@ -47,7 +58,55 @@ DEFAULTS = {
                   mask_id=120, eos_id=121),
     "dream": dict(layers=2, d_model=64, heads=4, kv_heads=2, mlp=128, vocab=128,
                   mask_id=120, eos_id=121),
+    "lladamoe": dict(layers=2, d_model=64, heads=4, kv_heads=4, mlp=128, vocab=128,
+                     mask_id=120, eos_id=121),
 }
+MOE_DEFAULTS = dict(experts=4, top_k=2, expert_mlp=32, shared_mlp=None, dense_layers=(),
+                    qk_norm=True, expert_bias=False, router="random", router_std=0.5)
+
+
+def lladamoe_config(layers, d_model, heads, kv_heads, dense_mlp, vocab, mask_id, eos_id, tied, dtype,
+                    moe):
+    """The released LLaDA-MoE config.json's fields (model_type stays 'llada'); the tiny
+    checkpoints carry mask_token_id because the released id 156895 is outside their vocab."""
+    return {
+        "architectures": ["LLaDAMoEModelLM"],
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "clip_qkv": None,
+        "dense_intermediate_size": dense_mlp,
+        "eos_token_id": eos_id,
+        "expert_intermediate_size": moe["expert_mlp"],
+        "hidden_act": "silu",
+        "hidden_size": d_model,
+        "initializer_range": 0.02,
+        "mask_token_id": mask_id,
+        "max_position_embeddings": 8192,
+        "model_type": "llada",
+        "moe_layer_freq": [0 if i in moe["dense_layers"] else 1 for i in range(layers)],
+        "moe_router_enable_expert_bias": bool(moe["expert_bias"]),
+        "moe_router_score_function": "softmax",
+        "norm_topk_prob": False,
+        "num_attention_heads": heads,
+        "num_experts": moe["experts"],
+        "num_experts_per_tok": moe["top_k"],
+        "num_hidden_layers": layers,
+        "num_key_value_heads": kv_heads,
+        "output_router_logits": False,
+        "pad_token_id": eos_id,
+        "partial_rotary_factor": 1.0,
+        "qk_layernorm": bool(moe["qk_norm"]),
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": None,
+        "rope_theta": 50000,
+        "routed_scaling_factor": 1,
+        "router_aux_loss_coef": 0.01,
+        "shared_expert_intermediate_size": moe["shared_mlp"],
+        "tie_word_embeddings": bool(tied),
+        "torch_dtype": {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[dtype],
+        "use_cache": False,
+        "vocab_size": vocab,
+    }
 
 
 def llada_config(layers, d_model, heads, kv_heads, mlp, vocab, mask_id, eos_id, tied, dtype):
@@ -134,9 +193,15 @@ def dream_config(layers, d_model, heads, kv_heads, mlp, vocab, mask_id, eos_id, 
 def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layers=None,
                     d_model=None, heads=None, kv_heads=None, head_dim=None, mlp=None,
                     vocab=None, mask_id=None, eos_id=None, lm_head_std=0.25, w_std=0.08,
-                    emb_std=0.5, zero_mask_logit=False, eot_id=None, boost_eos=1.0, plant=()):
+                    emb_std=0.5, zero_mask_logit=False, eot_id=None, boost_eos=1.0, plant=(), **moe_kw):
     if arch not in DEFAULTS:
-        raise ValueError("arch must be llada or dream")
+        raise ValueError("arch must be llada, dream or lladamoe")
+    moe = dict(MOE_DEFAULTS)
+    for k, v in moe_kw.items():
+        if k not in moe:
+            raise TypeError("unknown argument %r" % k)
+        if v is not None:
+            moe[k] = v
     d = dict(DEFAULTS[arch])
     for k, v in dict(layers=layers, d_model=d_model, heads=heads, kv_heads=kv_heads, mlp=mlp,
                      vocab=vocab, mask_id=mask_id, eos_id=eos_id).items():
@@ -156,6 +221,7 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
 
     rng = np.random.default_rng(seed)
     D, F, V, H, KV = d["d_model"], d["mlp"], d["vocab"], d["heads"], d["kv_heads"]
+    t = {}
 
     def w(*shape, std=w_std):
         return (rng.standard_normal(shape) * std).astype(np.float32)
@@ -163,7 +229,18 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
     def norm_w(n):
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
-    t = {}
+    def swiglu(prefix, width):  # Hugging Face names: {prefix}{gate,up,down}_proj.weight
+        t[prefix + "gate_proj.weight"] = w(width, D)
+        t[prefix + "up_proj.weight"] = w(width, D)
+        t[prefix + "down_proj.weight"] = w(D, width)
+
+    def hf_final():  # final norm and (untied) LM head, Hugging Face names
+        t["model.norm.weight"] = norm_w(D)
+        if not tied:
+            t["lm_head.weight"] = w(V, D, std=lm_head_std)
+            if zero_mask_logit:
+                t["lm_head.weight"][d["mask_id"]] = 0.0
+
     if arch == "llada":
         p = "model.transformer."
         t[p + "wte.weight"] = w(V, D, std=emb_std)
@@ -184,6 +261,43 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
             if zero_mask_logit:  # mask logit == 0: (almost) never the argmax, like a trained model
                 t[p + "ff_out.weight"][d["mask_id"]] = 0.0
         cfg = llada_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
+    elif arch == "lladamoe":
+        E, K, FE = moe["experts"], moe["top_k"], moe["expert_mlp"]
+        t["model.embed_tokens.weight"] = w(V, D, std=emb_std)
+        for i in range(d["layers"]):
+            b = "model.layers.%d." % i
+            t[b + "input_layernorm.weight"] = norm_w(D)
+            t[b + "self_attn.q_proj.weight"] = w(D, D)
+            t[b + "self_attn.k_proj.weight"] = w(KV * hd, D)
+            t[b + "self_attn.v_proj.weight"] = w(KV * hd, D)
+            t[b + "self_attn.o_proj.weight"] = w(D, D)
+            if moe["qk_norm"]:
+                t[b + "self_attn.q_norm.weight"] = norm_w(hd)
+                t[b + "self_attn.k_norm.weight"] = norm_w(hd)
+            t[b + "post_attention_layernorm.weight"] = norm_w(D)
+            if i in moe["dense_layers"]:
+                swiglu(b + "mlp.", F)
+                continue
+            router = w(E, D, std=moe["router_std"])
+            if moe["router"] == "zero":
+                router[:] = 0.0
+            elif moe["router"].startswith("tie:"):
+                group = [int(e) for e in moe["router"][4:].split(",")]
+                for e in group[1:]:
+                    router[e] = router[group[0]]
+            elif moe["router"] != "random":
+                raise ValueError("router must be random, zero or tie:E1,E2,...")
+            t[b + "mlp.gate.weight"] = router
+            for e in range(E):
+                swiglu(b + "mlp.experts.%d." % e, FE)
+            if moe["expert_bias"]:
+                t[b + "mlp.expert_bias"] = (0.05 * rng.standard_normal(E)).astype(np.float32)
+            if moe["shared_mlp"]:
+                swiglu(b + "shared_expert.", moe["shared_mlp"])
+        hf_final()
+        if K > E:
+            raise ValueError("top_k must not exceed experts")
+        cfg = lladamoe_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype, moe)
     else:
         t["model.embed_tokens.weight"] = w(V, D, std=emb_std)
         for i in range(d["layers"]):
@@ -197,14 +311,8 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
             t[b + "self_attn.v_proj.bias"] = w(KV * hd, std=0.05)
             t[b + "self_attn.o_proj.weight"] = w(D, D)
             t[b + "post_attention_layernorm.weight"] = norm_w(D)
-            t[b + "mlp.gate_proj.weight"] = w(F, D)
-            t[b + "mlp.up_proj.weight"] = w(F, D)
-            t[b + "mlp.down_proj.weight"] = w(D, F)
-        t["model.norm.weight"] = norm_w(D)
-        if not tied:
-            t["lm_head.weight"] = w(V, D, std=lm_head_std)
-            if zero_mask_logit:
-                t["lm_head.weight"][d["mask_id"]] = 0.0
+            swiglu(b + "mlp.", F)
+        hf_final()
         cfg = dream_config(d["layers"], D, H, KV, F, V, d["mask_id"], d["eos_id"], tied, dtype)
 
     for layer, chans, scale in plant:
@@ -248,7 +356,16 @@ def make_checkpoint(arch, out, seed=0, shards=1, dtype="bf16", tied=False, layer
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", required=True, choices=["llada", "dream"])
+    ap.add_argument("--arch", required=True, choices=["llada", "dream", "lladamoe"])
+    ap.add_argument("--experts", type=int, help="LLaDA-MoE: routed experts per layer (default 4)")
+    ap.add_argument("--top-k", type=int, help="LLaDA-MoE: experts per token (default 2)")
+    ap.add_argument("--expert-mlp", type=int, help="LLaDA-MoE: expert width (default 32)")
+    ap.add_argument("--shared-mlp", type=int, help="LLaDA-MoE: add a shared expert of this width")
+    ap.add_argument("--dense-layers", help="LLaDA-MoE: comma separated layers with a dense MLP (--mlp)")
+    ap.add_argument("--no-qk-norm", action="store_true", help="LLaDA-MoE: no q/k norms")
+    ap.add_argument("--expert-bias", action="store_true", help="LLaDA-MoE: router expert bias")
+    ap.add_argument("--router", help="LLaDA-MoE: random (default), zero or tie:E1,E2,...")
+    ap.add_argument("--router-std", type=float, help="LLaDA-MoE: std of the router weights (0.5)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shards", type=int, default=1)
@@ -285,7 +402,10 @@ def main(argv=None):
                     head_dim=a.head_dim, mlp=a.mlp, vocab=a.vocab, mask_id=a.mask_id,
                     eos_id=a.eos_id, lm_head_std=a.lm_head_std, w_std=a.w_std, emb_std=a.emb_std,
                     zero_mask_logit=a.zero_mask_logit, eot_id=a.eot_id, boost_eos=a.boost_eos,
-                    plant=plant)
+                    plant=plant, experts=a.experts, top_k=a.top_k, expert_mlp=a.expert_mlp,
+                    shared_mlp=a.shared_mlp, expert_bias=a.expert_bias or None, router=a.router,
+                    router_std=a.router_std, qk_norm=False if a.no_qk_norm else None,
+                    dense_layers=tuple(int(x) for x in a.dense_layers.split(",")) if a.dense_layers else None)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward pass for LLaDA and Dream checkpoints.
+"""Independent float64 numpy forward pass for LLaDA, LLaDA-MoE and Dream checkpoints.
 
 Written from docs/reference/dllm-models-and-fast-dllm.md §1.3 (LLaDA) and §2.3 (Dream):
 
@@ -15,6 +15,16 @@ Written from docs/reference/dllm-models-and-fast-dllm.md §1.3 (LLaDA) and §2.3
         h = rmsnorm(x) * w_ffn_norm
         x = x + Wdown (silu(Wgate h) * (Wup h))
     logits = rmsnorm(x) * w_final @ W_lm^T      (W_lm = embedding when tied)
+
+LLaDA-MoE (written from the released modeling code, LLaDAMoEModelLM / OLMoE; Dream's names
+without biases): after the q/k projections each head's q and k is RMS-normalised with the
+[head_dim] weights self_attn.{q,k}_norm (qk_layernorm), before RoPE and before K is cached;
+the FFN of a MoE layer (moe_layer_freq[i] != 0) is
+        p = softmax(h Wrouter^T) (+ expert_bias);  (w, e) = top-k of p (no renormalisation)
+        ffn = sum over the row's experts in increasing index of w * SwiGLU_e(h)  (+ SwiGLU_shared(h))
+and a dense layer's is the SwiGLU mlp.{gate,up,down}_proj.  Ties in p go to the lower expert
+index here; `min_route_gap` keeps the smallest log(p_k / p_k+1) seen (k-th against (k+1)-th
+probability of a row), so a test can make sure no routing decision it compares was a near tie.
 
 LLaDA names: gate = blocks.N.ff_proj, up = blocks.N.up_proj, down = blocks.N.ff_out,
 LM head = transformer.ff_out.  Logits are returned RAW (no Dream shift here).
@@ -48,7 +58,10 @@ import safetensors_np as st  # noqa: E402
 
 class LayerW:
     __slots__ = ("attn_norm", "wq", "wk", "wv", "bq", "bk", "bv", "wo", "ffn_norm",
-                 "w_gate", "w_up", "w_down")
+                 "w_gate", "w_up", "w_down", "q_norm", "k_norm", "moe")
+
+    def __init__(self):
+        self.q_norm = self.k_norm = self.moe = None
 
 
 class RefModel:
@@ -60,7 +73,12 @@ class RefModel:
         W = {k: np.asarray(v, dtype=np.float64) for k, v in raw.items()}
         mt = str(cfg.get("model_type", "")).lower()
         archs = cfg.get("architectures") or []
-        if mt == "llada" or "LLaDAModelLM" in archs:
+        self.min_route_gap = float("inf")
+        if "LLaDAMoEModelLM" in archs or mt == "lladamoe":
+            self.arch = "llada"  # decodes as LLaDA
+            self.layout = "lladamoe"
+            self._load_lladamoe(cfg, W)
+        elif mt == "llada" or "LLaDAModelLM" in archs:
             self.arch = "llada"
             self._load_llada(cfg, W)
         elif mt == "dream" or "DreamModel" in archs:
@@ -113,7 +131,57 @@ class RefModel:
         else:
             self.lm_head = W[p + "ff_out.weight"]
 
-    def _load_dream(self, cfg, W):
+    def _load_lladamoe(self, cfg, W):
+        self._load_dream(cfg, W, dense_mlp=False)
+        freq = cfg["moe_layer_freq"]
+        for i, L in enumerate(self.layers):
+            b = "model.layers.%d." % i
+            if cfg.get("qk_layernorm"):
+                L.q_norm = W[b + "self_attn.q_norm.weight"]
+                L.k_norm = W[b + "self_attn.k_norm.weight"]
+            if freq[i] == 0:
+                L.w_gate = W[b + "mlp.gate_proj.weight"]
+                L.w_up = W[b + "mlp.up_proj.weight"]
+                L.w_down = W[b + "mlp.down_proj.weight"]
+                continue
+            E = int(cfg["num_experts"])
+            experts = [(W[b + "mlp.experts.%d.gate_proj.weight" % e], W[b + "mlp.experts.%d.up_proj.weight" % e],
+                        W[b + "mlp.experts.%d.down_proj.weight" % e]) for e in range(E)]
+            shared = None
+            if cfg.get("shared_expert_intermediate_size"):
+                shared = tuple(W[b + "shared_expert.%s_proj.weight" % n] for n in ("gate", "up", "down"))
+            L.moe = dict(router=W[b + "mlp.gate.weight"], experts=experts, shared=shared,
+                         bias=W.get(b + "mlp.expert_bias") if cfg.get("moe_router_enable_expert_bias") else None,
+                         k=int(cfg["num_experts_per_tok"]))
+
+    @staticmethod
+    def _swiglu(h, g, u, d):
+        a = h @ g.T
+        return ((a / (1.0 + np.exp(-a))) * (h @ u.T)) @ d.T
+
+    def _moe(self, m, h):
+        lg = h @ m["router"].T
+        p = np.exp(lg - lg.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        if m["bias"] is not None:
+            p = p + m["bias"]
+        k = m["k"]
+        order = np.argsort(-p, axis=-1, kind="stable")  # ties: lower index first
+        if k < p.shape[1]:
+            srt = np.take_along_axis(p, order, axis=-1)
+            with np.errstate(divide="ignore"):
+                gap = np.log(srt[:, k - 1]) - np.log(srt[:, k])
+            self.min_route_gap = min(self.min_route_gap, float(np.nan_to_num(gap, nan=0.0).min()))
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            for e in sorted(order[t, :k]):
+                g, u, d = m["experts"][e]
+                out[t] += p[t, e] * self._swiglu(h[t:t + 1], g, u, d)[0]
+        if m["shared"] is not None:
+            out += self._swiglu(h, *m["shared"])
+        return out
+
+    def _load_dream(self, cfg, W, dense_mlp=True):
         self.d_model = int(cfg["hidden_size"])
         self.n_heads = int(cfg["num_attention_heads"])
         self.n_kv = int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
@@ -134,9 +202,10 @@ class RefModel:
             L.bv = W.get(b + "self_attn.v_proj.bias")
             L.wo = W[b + "self_attn.o_proj.weight"]
             L.ffn_norm = W[b + "post_attention_layernorm.weight"]
-            L.w_gate = W[b + "mlp.gate_proj.weight"]
-            L.w_up = W[b + "mlp.up_proj.weight"]
-            L.w_down = W[b + "mlp.down_proj.weight"]
+            if dense_mlp:
+                L.w_gate = W[b + "mlp.gate_proj.weight"]
+                L.w_up = W[b + "mlp.up_proj.weight"]
+                L.w_down = W[b + "mlp.down_proj.weight"]
             self.layers.append(L)
         self.final_norm = W["model.norm.weight"]
         if cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in W:
@@ -195,6 +264,9 @@ class RefModel:
             q = self._lin(h, L.wq, L.bq).reshape(T, H, hd)
             k = self._lin(h, L.wk, L.bk).reshape(T, KV, hd)
             v = self._lin(h, L.wv, L.bv).reshape(T, KV, hd)
+            if L.q_norm is not None:  # LLaDA-MoE: per-head RMSNorm before RoPE and the cache
+                q = self.rmsnorm(q, L.q_norm)
+                k = self.rmsnorm(k, L.k_norm)
             if kv_hook is not None:
                 k, v = kv_hook(li, k, v)
             k_pre = k
@@ -221,9 +293,10 @@ class RefModel:
             a = np.einsum("hts,shd->thd", p, Vh).reshape(T, H * hd)
             x = x + a @ L.wo.T
             h = self.rmsnorm(x, L.ffn_norm)
-            g = h @ L.w_gate.T
-            u = h @ L.w_up.T
-            x = x + ((g / (1.0 + np.exp(-g))) * u) @ L.w_down.T
+            if L.moe is not None:
+                x = x + self._moe(L.moe, h)
+            else:
+                x = x + self._swiglu(h, L.w_gate, L.w_up, L.w_down)
         hfin = self.rmsnorm(x, self.final_norm)
         logits = hfin @ self.lm_head.T
         out = [logits]

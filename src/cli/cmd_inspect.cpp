@@ -24,7 +24,8 @@ void register_inspect(CLI::App& app) {
     auto m = Model::load(*model);
     const ModelConfig& c = m->config();
     const size_t wbytes = m->checkpoint().total_bytes();
-    nlohmann::json j = {{"architecture", arch_name(c.arch)},
+    nlohmann::json j = {{"architecture", layout_name(c.layout)},
+                        {"decoding", arch_name(c.arch)},
                         {"model_type", c.model_type},
                         {"n_layers", c.n_layers},
                         {"d_model", c.d_model},
@@ -40,6 +41,7 @@ void register_inspect(CLI::App& app) {
                         {"mask_id", c.mask_id},
                         {"eos_id", c.eos_id},
                         {"n_params", m->weights().n_params},
+                        {"n_active_params", m->weights().n_active_params},
                         {"weight_dtype", std::string(dtype_name(m->weights().dtype))},
                         {"weight_bytes", wbytes},
                         {"kv_bytes_per_token_fp16", c.kv_bytes_per_token_fp16()}};
@@ -52,22 +54,51 @@ void register_inspect(CLI::App& app) {
     j["bf16_why"] = g.bf16_why;
     j["threads"] = gemm_threads();
     j["openmp_wait"] = openmp_wait_description();
+    if (c.moe.enabled()) {
+      int n_moe = 0;
+      for (int l = 0; l < c.n_layers; ++l) n_moe += c.moe.is_moe(l);
+      j["moe"] = {{"n_experts", c.moe.n_experts},
+                  {"top_k", c.moe.top_k},
+                  {"expert_hidden", c.moe.expert_hidden},
+                  {"shared_expert_hidden", c.moe.shared_hidden},
+                  {"dense_hidden", c.moe.dense_hidden},
+                  {"moe_layers", n_moe},
+                  {"router_expert_bias", c.moe.expert_bias}};
+      j["qk_norm"] = c.qk_norm;
+      // Bytes of the weights one token reads (its experts, not the others').
+      const double frac = double(m->weights().n_active_params) / double(m->weights().n_params);
+      j["active_weight_bytes"] = size_t(double(wbytes) * frac);
+    }
     if (*as_json) {
       std::puts(j.dump().c_str());
       return;
     }
     fmt::print("model          {}\n", *model);
-    fmt::print("architecture   {} (model_type '{}'){}\n", arch_name(c.arch), c.model_type,
+    fmt::print("architecture   {} (model_type '{}'){}\n", layout_name(c.layout), c.model_type,
                c.logits_shift ? ", logits shifted by 1 (row j predicts token j+1)" : "");
     fmt::print("layers         {}\n", c.n_layers);
     fmt::print("d_model        {}\n", c.d_model);
     fmt::print("heads          {} query, {} KV (head dim {}){}\n", c.n_heads, c.n_kv_heads,
                c.head_dim, c.n_heads != c.n_kv_heads ? ", grouped-query" : "");
-    fmt::print("mlp hidden     {}\n", c.mlp_hidden);
+    if (c.moe.enabled()) {
+      fmt::print("experts        {} routed, top {}, width {}; shared expert {}; {} of {} layers "
+                 "MoE{}\n",
+                 c.moe.n_experts, c.moe.top_k, c.moe.expert_hidden,
+                 c.moe.shared_hidden ? fmt::format("width {}", c.moe.shared_hidden) : "none",
+                 j["moe"]["moe_layers"].get<int>(), c.n_layers,
+                 c.moe.dense_hidden ? fmt::format(" (dense MLP {})", c.moe.dense_hidden) : "");
+      fmt::print("qk norm        {}\n", c.qk_norm ? "per-head RMSNorm" : "none");
+    } else {
+      fmt::print("mlp hidden     {}\n", c.mlp_hidden);
+    }
     fmt::print("vocab          {} (mask {}, eos {})\n", c.vocab_size, c.mask_id, c.eos_id);
     fmt::print("rope theta     {}\n", c.rope_theta);
     fmt::print("parameters     {} ({:.3f} B)\n", m->weights().n_params,
                m->weights().n_params / 1e9);
+    if (c.moe.enabled())
+      fmt::print("active         {} ({:.3f} B) per token, {} weight bytes\n",
+                 m->weights().n_active_params, m->weights().n_active_params / 1e9,
+                 j["active_weight_bytes"].get<size_t>());
     fmt::print("weights        {} bytes, dtype {} (memory-mapped)\n", wbytes,
                dtype_name(m->weights().dtype));
     fmt::print("KV per token   {} bytes at fp16 (K+V, all layers)\n", c.kv_bytes_per_token_fp16());

@@ -311,6 +311,14 @@ class Backprop {
 double kv_loss_gradient(const Model& m, const ForwardArgs& a, std::span<const LossTerm> terms,
                         const KvGradSink& sink, const std::optional<KvPerturbation>& perturb) {
   if (a.ids.empty()) fail("internal: kv_loss_gradient of an empty forward");
+  // The backward here is the dense block's; a LLaDA-MoE layer (routed experts, q/k norms)
+  // would need its own, which does not exist yet: refuse rather than differentiate the wrong
+  // function.
+  if (m.config().layout == Layout::kLLaDAMoE)
+    fail("{}: gradient-based calibration (Fisher weights, TRACE sensitivities) is not "
+         "implemented for LLaDA-MoE models; KVQuant without --fisher and the uncalibrated KV "
+         "stores work on them",
+         m.dir());
   Backprop bp(m, a, perturb);
   return bp.run(terms, sink);
 }

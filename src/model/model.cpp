@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "model/moe.h"
 #include "model/stacked_gemm.h"
 #include "ops/attention.h"
 #include "ops/gemm.h"
@@ -41,7 +42,7 @@ class PhaseClock {
 };
 
 double weight_bytes(const Linear& l) {
-  return double(l.out) * l.in * dtype_size(l.w->dtype);
+  return l.w == nullptr ? 0.0 : double(l.out) * l.in * dtype_size(l.w->dtype);
 }
 
 }  // namespace
@@ -68,7 +69,7 @@ const std::string& Model::fingerprint() const {
     for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
   };
   const std::string geo =
-      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", arch_name(cfg_.arch), cfg_.n_layers, cfg_.d_model,
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", layout_name(cfg_.layout), cfg_.n_layers, cfg_.d_model,
                   cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim, cfg_.vocab_size, cfg_.mlp_hidden);
   mix(geo.data(), geo.size());
   for (const auto& [name, t] : ckpt_->tensors()) {
@@ -103,7 +104,7 @@ void Model::forward(const ForwardArgs& a, float* logits) {
 
 void Model::forward_batch(std::span<const CanvasForward> canvases) {
   const int d = cfg_.d_model, hd = cfg_.head_dim, nh = cfg_.n_heads, nkv = cfg_.n_kv_heads;
-  const int kvd = cfg_.kv_dim(), qd = nh * hd, mlp = cfg_.mlp_hidden;
+  const int kvd = cfg_.kv_dim(), qd = nh * hd;
   const ComputeDType dt = dtype_;
   // Weights are read in place from the mapped checkpoint: a shard rewritten since loading would
   // give SIGBUS or other weights (util/mmap_file.h). A few fstat calls per forward.
@@ -130,7 +131,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     const LayerWeights& L0 = w_.layers[0];
     bool on_threads = false;
     for (const Linear* p : {&L0.q, &L0.k, &L0.v, &L0.o, &L0.gate, &L0.up, &L0.down})
-      on_threads |= pairs_blocks(*p);
+      if (p->w != nullptr) on_threads |= pairs_blocks(*p);  // a MoE layer has no dense MLP
     layout = stacked_layout(rows_, on_threads ? gemm_threads() : 1);
   } else {
     layout.row0.resize(nc);
@@ -171,12 +172,19 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     if (canvases[c].args->observer) canvases[c].args->observer->on_forward(*canvases[c].args);
   for (int l = 0; l < cfg_.n_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
+    const int mlp = L.gate.out;  // dense MLP width (LLaDA-MoE's dense layers have their own)
     rmsnorm(x_.data(), n, d, L.attn_norm.data(), cfg_.rms_eps, h_.data());
     clock.charge(pf.other);
     linear_grouped(blocks(h_.data(), d, q_.data(), qd), L.q, qd, dt);    // [n, nh*hd]
     linear_grouped(blocks(h_.data(), d, k_.data(), kvd), L.k, kvd, dt);  // [n, kvd] pre-RoPE
     linear_grouped(blocks(h_.data(), d, v_.data(), kvd), L.v, kvd, dt);  // [n, kvd]
     clock.charge(pf.proj);
+    if (!L.q_norm.empty()) {
+      // LLaDA-MoE: RMSNorm of every head's q and k (one weight shared by the heads) before RoPE
+      // and before K reaches the store, as the reference does.
+      rmsnorm(q_.data(), n * nh, hd, L.q_norm.data(), cfg_.rms_eps, q_.data());
+      rmsnorm(k_.data(), n * nkv, hd, L.k_norm.data(), cfg_.rms_eps, k_.data());
+    }
     // Per canvas: its KV store write and RoPE at its own positions. Canvases are independent,
     // each with a store of its own (per-thread scratch only), so several run side by side on
     // the threads, unless an observer watches (calibration probes see one forward at a time). A
@@ -239,6 +247,16 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
 
     rmsnorm(x_.data(), n, d, L.ffn_norm.data(), cfg_.rms_eps, h_.data());
     clock.charge(pf.other);
+    if (L.moe) {
+      // Routed experts (model/moe.h): products per (expert, canvas), so exact per canvas.
+      canvas_rows_.resize(nc);
+      for (size_t c = 0; c < nc; ++c) canvas_rows_[c] = {row0[c], rows_[c]};
+      const float* y = moe_.forward(*L.moe, h_.data(), d, canvas_rows_, dt);
+      clock.charge(pf.proj);
+      for (const CanvasRows& c : canvas_rows_)
+        add_in_place(x_.data() + size_t(c.row0) * d, y + size_t(c.row0) * d, size_t(c.n) * d);
+      continue;
+    }
     linear_grouped(blocks(h_.data(), d, gate_.data(), mlp), L.gate, mlp, dt);  // [n, mlp]
     linear_grouped(blocks(h_.data(), d, up_.data(), mlp), L.up, mlp, dt);      // [n, mlp]
     clock.charge(pf.proj);
@@ -286,6 +304,15 @@ void Model::attend_canvas(const ForwardArgs& a, int layer, const float* q, const
   attention(q, n, cfg_.n_heads, cfg_.n_kv_heads, hd, sources, att);  // [n, n_heads * hd]
 }
 
+// The FFN width a token passes through in layer L: the dense MLP's, or a MoE layer's top_k
+// experts and shared expert (its router's d x n_experts product is counted apart).
+static double ffn_width(const LayerWeights& L) {
+  if (!L.moe) return L.gate.out;
+  double w = double(L.moe->top_k) * L.moe->experts[0].hidden();
+  for (const SwiGlu& s : L.moe->shared) w += s.hidden();
+  return w;
+}
+
 // FLOPs and roofline bytes of one canvas's forward, per phase: FLOPs from the model count; bytes
 // are what each phase must move at least (weights once, activations in and out, every K/V row
 // read).
@@ -296,7 +323,7 @@ void Model::account(const ForwardArgs& a) {
   int n_keys = n;
   for (const PosRange& r : a.cached) n_keys += r.size();
   flops_done_ += forward_flops(n, n_keys, a.logits.size());
-  const double qd = double(cfg_.n_heads) * cfg_.head_dim, mlp = cfg_.mlp_hidden;
+  const double qd = double(cfg_.n_heads) * cfg_.head_dim;
   double cached_kv_bytes = 0.0;
   if (a.store != nullptr)
     for (const PosRange& r : a.cached)
@@ -305,6 +332,18 @@ void Model::account(const ForwardArgs& a) {
   for (const LayerWeights& L : w_.layers) {
     pf.proj.bytes += weight_bytes(L.q) + weight_bytes(L.k) + weight_bytes(L.v) + weight_bytes(L.o) +
                      weight_bytes(L.gate) + weight_bytes(L.up) + weight_bytes(L.down);
+    if (L.moe) {
+      // At most n * top_k experts are read (all of them once the rows cover every expert).
+      const MoeFfn& f = *L.moe;
+      const double touched = std::min<double>(f.n_experts(), double(n) * f.top_k);
+      const SwiGlu& e0 = f.experts[0];
+      pf.proj.bytes += weight_bytes(f.router) +
+                       touched * (weight_bytes(e0.gate) + weight_bytes(e0.up) + weight_bytes(e0.down));
+      for (const SwiGlu& s : f.shared)
+        pf.proj.bytes += weight_bytes(s.gate) + weight_bytes(s.up) + weight_bytes(s.down);
+      pf.proj.flops += 2.0 * n * d * f.n_experts();
+    }
+    const double mlp = ffn_width(L);
     pf.proj.bytes += 4.0 * n * (d + qd + 2 * kvd + qd + d + d + 2 * mlp + mlp + d);
     pf.proj.flops += 2.0 * n * (d * qd + 2 * d * kvd + qd * d + 3 * d * mlp);
     pf.attn.flops += 4.0 * n * n_keys * qd;
@@ -338,9 +377,11 @@ double Model::forward_flops(const ForwardArgs& a) const {
 
 double Model::forward_flops(int n, int n_keys, int n_logits) const {
   const double d = cfg_.d_model, qd = double(cfg_.n_heads) * cfg_.head_dim, kvd = cfg_.kv_dim();
-  const double per_row = 2.0 * (d * qd + 2 * d * kvd + qd * d + 3 * d * cfg_.mlp_hidden);
   const double attn = 2.0 * 2.0 * double(n) * n_keys * qd;
-  return cfg_.n_layers * (n * per_row + attn) + 2.0 * n_logits * d * cfg_.vocab_size;
+  double total = 2.0 * n_logits * d * cfg_.vocab_size;
+  for (const LayerWeights& L : w_.layers)
+    total += n * 2.0 * (d * qd + 2 * d * kvd + qd * d + 3 * d * ffn_width(L)) + attn;
+  return total;
 }
 
 }  // namespace dllmq

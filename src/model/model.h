@@ -12,6 +12,7 @@
 #include "cache/kv_store.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "model/moe.h"
 #include "model/weights.h"
 #include "ops/linear.h"
 #include "ops/rope.h"
@@ -191,6 +192,8 @@ class Model {
   std::vector<int> rows_;           // batched forward: rows of each canvas
   std::vector<LinearRows> blocks_;  // batched forward: the GEMM blocks of a projection
   std::vector<std::exception_ptr> canvas_errors_;  // batched forward: a store's refusal per canvas
+  MoeRunner moe_;                                   // LLaDA-MoE expert layers' workspace
+  std::vector<CanvasRows> canvas_rows_;             // batched forward: rows of each canvas
 };
 
 }  // namespace dllmq

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "model/moe.h"
 #include "util/error.h"
 
 namespace dllmq {
@@ -18,8 +19,8 @@ struct Names {
   std::string attn_norm, q, k, v, o, ffn_norm, gate, up, down;
 };
 
-Names names_for(Arch a) {
-  if (a == Arch::kLLaDA)
+Names names_for(Layout a) {
+  if (a == Layout::kLLaDA)
     return {"model.transformer.wte.weight",
             "model.transformer.ln_f.weight",
             "model.transformer.ff_out.weight",
@@ -33,6 +34,7 @@ Names names_for(Arch a) {
             "ff_proj",
             "up_proj",
             "ff_out"};
+  // Dream (Qwen2) and LLaDA-MoE (OLMoE) use the Hugging Face llama names.
   return {"model.embed_tokens.weight",
           "model.norm.weight",
           "lm_head.weight",
@@ -48,66 +50,58 @@ Names names_for(Arch a) {
           "mlp.down_proj"};
 }
 
-class Binder {
- public:
-  Binder(const Checkpoint& c, const ModelConfig& cfg) : c_(c), cfg_(cfg) {}
-
-  const TensorView* get(const std::string& name, std::vector<int64_t> shape) {
-    const TensorView* t = c_.find(name);
-    if (t == nullptr)
-      fail("{}: missing tensor '{}' required by the {} architecture", c_.dir(), name,
-           arch_name(cfg_.arch));
-    if (t->shape != shape)
-      fail(
-          "{}: tensor '{}' has shape {} but config.json (d_model {}, heads {}/{}, mlp {}, vocab "
-          "{}) "
-          "expects [{}]",
-          t->file, name, t->shape_str(), cfg_.d_model, cfg_.n_heads, cfg_.n_kv_heads,
-          cfg_.mlp_hidden, cfg_.vocab_size, fmt::join(shape, ", "));
-    used_.insert(name);
-    n_params_ += t->numel();
-    return t;
-  }
-  std::vector<float> vec(const std::string& name, int d) {
-    const TensorView* t = get(name, {d});
-    std::vector<float> out(d);
-    to_f32(t->dtype, t->data, out.data(), d);
-    return out;
-  }
-  Linear lin(const std::string& base, int out, int in, bool bias) {
-    Linear l;
-    l.w = get(base + ".weight", {out, in});
-    if (bias) l.b = get(base + ".bias", {out});
-    l.out = out;
-    l.in = in;
-    return l;
-  }
-  void check_unexpected() const {
-    for (auto& [name, t] : c_.tensors())
-      if (!used_.count(name))
-        fail(
-            "{}: unexpected tensor '{}' for the {} architecture (config.json n_layers {}, tying "
-            "{})",
-            t->file, name, arch_name(cfg_.arch), cfg_.n_layers, cfg_.tied_embeddings);
-  }
-  size_t n_params() const { return n_params_; }
-
- private:
-  const Checkpoint& c_;
-  const ModelConfig& cfg_;
-  std::set<std::string> used_;
-  size_t n_params_ = 0;
-};
-
 }  // namespace
 
+const TensorView* TensorBinder::get(const std::string& name, std::vector<int64_t> shape) {
+  const TensorView* t = c_.find(name);
+  if (t == nullptr)
+    fail("{}: missing tensor '{}' required by the {} architecture", c_.dir(), name,
+         layout_name(cfg_.layout));
+  if (t->shape != shape)
+    fail(
+        "{}: tensor '{}' has shape {} but config.json (d_model {}, heads {}/{}, mlp {}, vocab "
+        "{}) "
+        "expects [{}]",
+        t->file, name, t->shape_str(), cfg_.d_model, cfg_.n_heads, cfg_.n_kv_heads,
+        cfg_.mlp_hidden, cfg_.vocab_size, fmt::join(shape, ", "));
+  used_.insert(name);
+  n_params_ += t->numel();
+  return t;
+}
+
+std::vector<float> TensorBinder::vec(const std::string& name, int d) {
+  const TensorView* t = get(name, {d});
+  std::vector<float> out(d);
+  to_f32(t->dtype, t->data, out.data(), d);
+  return out;
+}
+
+Linear TensorBinder::lin(const std::string& base, int out, int in, bool bias) {
+  Linear l;
+  l.w = get(base + ".weight", {out, in});
+  if (bias) l.b = get(base + ".bias", {out});
+  l.out = out;
+  l.in = in;
+  return l;
+}
+
+void TensorBinder::check_unexpected() const {
+  for (auto& [name, t] : c_.tensors())
+    if (!used_.count(name))
+      fail(
+          "{}: unexpected tensor '{}' for the {} architecture (config.json n_layers {}, tying "
+          "{})",
+          t->file, name, layout_name(cfg_.layout), cfg_.n_layers, cfg_.tied_embeddings);
+}
+
 ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
-  const Names nm = names_for(cfg.arch);
-  Binder b(ckpt, cfg);
+  const Names nm = names_for(cfg.layout);
+  TensorBinder b(ckpt, cfg);
   ModelWeights w;
   const int d = cfg.d_model, qd = cfg.n_heads * cfg.head_dim, kvd = cfg.kv_dim();
   w.embed = b.get(nm.embed, {cfg.vocab_size, d});
   w.dtype = w.embed->dtype;
+  size_t active_skipped = 0;  // parameters of experts a token is not routed to
   for (int i = 0; i < cfg.n_layers; ++i) {
     const std::string p = fmt::format(fmt::runtime(nm.layer_prefix), i);
     LayerWeights L;
@@ -115,11 +109,21 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
     L.q = b.lin(p + nm.q, qd, d, cfg.qkv_bias);
     L.k = b.lin(p + nm.k, kvd, d, cfg.qkv_bias);
     L.v = b.lin(p + nm.v, kvd, d, cfg.qkv_bias);
-    L.o = b.lin(p + nm.o, d, qd, false);
+    L.o = b.lin(p + nm.o, d, qd, cfg.out_bias);
+    if (cfg.qk_norm) {
+      L.q_norm = b.vec(p + "self_attn.q_norm.weight", cfg.head_dim);
+      L.k_norm = b.vec(p + "self_attn.k_norm.weight", cfg.head_dim);
+    }
     L.ffn_norm = b.vec(p + nm.ffn_norm + ".weight", d);
-    L.gate = b.lin(p + nm.gate, cfg.mlp_hidden, d, false);
-    L.up = b.lin(p + nm.up, cfg.mlp_hidden, d, false);
-    L.down = b.lin(p + nm.down, d, cfg.mlp_hidden, false);
+    if (cfg.moe.is_moe(i)) {
+      L.moe = bind_moe_ffn(b, cfg, i, p);
+      active_skipped += moe_total_params(*L.moe) - moe_active_params(*L.moe);
+    } else {
+      const int mlp = cfg.moe.enabled() ? cfg.moe.dense_hidden : cfg.mlp_hidden;
+      L.gate = b.lin(p + nm.gate, mlp, d, false);
+      L.up = b.lin(p + nm.up, mlp, d, false);
+      L.down = b.lin(p + nm.down, d, mlp, false);
+    }
     w.layers.push_back(std::move(L));
   }
   w.final_norm = b.vec(nm.final_norm, d);
@@ -130,6 +134,7 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
   }
   b.check_unexpected();
   w.n_params = b.n_params();
+  w.n_active_params = w.n_params - active_skipped;
   return w;
 }
 

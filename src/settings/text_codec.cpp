@@ -68,7 +68,15 @@ std::vector<int32_t> TextCodec::prompt_ids(const std::string& text, bool chat,
 
 std::vector<int32_t> TextCodec::chat_ids(std::span<const ChatMessage> messages) const {
   if (!tok_) fail("{}", missing_tokenizer_message(dir_));
-  const ChatFormat f = chat_format_for(*tok_).value_or(chat_format_for(cfg_.arch));
+  const std::optional<ChatFormat> by_tokens = chat_format_for(*tok_);
+  // LLaDA-MoE-Instruct's template could not be checked against its tokenizer_config.json here
+  // (docs/models.md): refuse rather than render LLaDA's template for it.
+  if (!by_tokens && cfg_.layout == Layout::kLLaDAMoE)
+    fail("{}: --chat: the LLaDA-MoE chat template is not implemented (docs/models.md); pass the "
+         "prompt already rendered in the model's template as plain text (special tokens in it are "
+         "recognised)",
+         dir_);
+  const ChatFormat f = by_tokens.value_or(chat_format_for(cfg_.arch));
   return tok_->encode(render_chat(f, messages), /*allow_special=*/true);
 }
 
