@@ -17,12 +17,13 @@ namespace dllmq::serve {
 class HttpApi {
  public:
   HttpApi(const Model& m, const cli::TextCodec& codec, Engine& engine, RequestDefaults defaults,
-          std::string model_name, bool log_requests);
+          std::string model_name, bool log_requests, size_t max_body = size_t(1) << 20);
   // Routes, error bodies in OpenAI's shape, and the request log.
   void install(httplib::Server& svr);
 
  private:
-  void completions(const httplib::Request& req, httplib::Response& res, Endpoint e);
+  void completions(const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& body, Endpoint e);
   void respond(const CompletionRequest& r, const std::vector<std::shared_ptr<class Job>>& jobs,
                int fd, httplib::Response& res);
   void stream(const CompletionRequest& r, std::shared_ptr<class Job> job, int fd,
@@ -36,6 +37,7 @@ class HttpApi {
   RequestDefaults defaults_;
   std::string model_name_;
   bool log_;
+  size_t max_body_;  // --max-body: the request body limit, whatever its framing
 };
 
 }  // namespace dllmq::serve
