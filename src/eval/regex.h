@@ -1,5 +1,8 @@
 // Thin PCRE2 wrapper with Python `re` semantics where the lm-eval extraction depends on them:
 // `.` stops at "\n" only, `$` matches before a final newline, \d is Unicode-aware (UCP).
+// Subjects may hold invalid UTF-8 (model output): it never matches, and no match crosses it.
+// Costs are linear in the subject: it is validated once per find_all / sub / search, not once
+// per match.
 #pragma once
 
 #include <memory>
@@ -30,6 +33,8 @@ class Regex {
   std::string sub(std::string_view s, std::string_view repl) const;
 
  private:
+  struct Subject;
+  std::optional<RegexMatch> search(const Subject& s, size_t start) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string pattern_;

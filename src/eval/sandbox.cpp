@@ -28,6 +28,7 @@
 
 #include "eval/sandbox_runner.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::eval {
 
@@ -303,7 +304,7 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
     return res;
   }
   // The runner writes exactly one JSON object; anything else means python itself died.
-  nlohmann::json j = nlohmann::json::parse(result_text, nullptr, false);
+  nlohmann::json j = parse_json_or_discarded(result_text);
   if (!j.is_discarded() && j.is_object() && j.contains("status")) {
     res.status = j["status"] == "passed"    ? RunStatus::kPassed
                  : j["status"] == "timeout" ? RunStatus::kTimeout

@@ -29,10 +29,20 @@ size_t json_depth_exceeded_at(std::string_view text, int max_depth) {
   return std::string_view::npos;
 }
 
-nlohmann::json parse_json_bounded(std::string_view text, std::string_view what, int max_depth) {
+void check_json_depth(std::string_view text, std::string_view what, int max_depth) {
   if (const size_t at = json_depth_exceeded_at(text, max_depth); at != std::string_view::npos)
     fail("{}: JSON nested deeper than {} levels (at byte {}); dllmq accepts at most {}", what,
          max_depth, at, max_depth);
+}
+
+nlohmann::json parse_json_or_discarded(std::string_view text, int max_depth) {
+  if (json_depth_exceeded_at(text, max_depth) != std::string_view::npos)
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+nlohmann::json parse_json_bounded(std::string_view text, std::string_view what, int max_depth) {
+  check_json_depth(text, what, max_depth);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -25,6 +25,14 @@ inline constexpr int kMaxFileJsonDepth = 128;
 // count. One linear pass; it does not validate the JSON (the parser does that next).
 size_t json_depth_exceeded_at(std::string_view text, int max_depth);
 
+// Throws dllmq::Error naming `what` when `text` nests deeper than max_depth.
+void check_json_depth(std::string_view text, std::string_view what,
+                      int max_depth = kMaxFileJsonDepth);
+
+// json::parse(text, nullptr, false) after the depth check: a discarded value for invalid JSON
+// and for nesting deeper than max_depth (callers that report "not a JSON object" at FILE:LINE).
+nlohmann::json parse_json_or_discarded(std::string_view text, int max_depth = kMaxFileJsonDepth);
+
 // json::parse after the depth check. Throws dllmq::Error naming `what` (a file, or "the request
 // body") for invalid JSON and for nesting deeper than max_depth.
 nlohmann::json parse_json_bounded(std::string_view text, std::string_view what,
