@@ -155,19 +155,20 @@ struct Checker {
   }
 };
 
+// Optimal-string-alignment distance: insertions, deletions, substitutions and transpositions of
+// neighbours ("gird" -> "grid") each cost 1.
 size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
-  }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 }  // namespace
@@ -176,7 +177,8 @@ std::string closest_name(const std::string& key, const std::vector<std::string>&
   // Keys are short; a key of thousands of bytes is no misspelling (and would cost a large table).
   if (key.size() > 64) return "";
   std::string best;
-  size_t best_d = std::max<size_t>(1, std::min<size_t>(3, key.size() / 3)) + 1;
+  // Close enough to be a typo: one edit in a short name, up to three in a long one.
+  size_t best_d = std::max<size_t>(1, std::min<size_t>(3, key.size() / 4)) + 1;
   for (const auto& c : candidates) {
     const size_t d = edit_distance(key, c);
     if (d < best_d) best = c, best_d = d;
