@@ -18,6 +18,9 @@ struct Regex::Impl {
   // attempts (one per line where it matters), so the limit is lifted.
   pcre2_match_context* mctx = nullptr;
   uint32_t n_groups = 0;
+  // PCRE2 found the pattern can only start a match at the subject's start or after "\n" (it
+  // begins with `.*`): a fragment start after invalid UTF-8 is neither.
+  bool startline = false;
   ~Impl() {
     pcre2_code_free(code);
     pcre2_match_context_free(mctx);
@@ -44,6 +47,9 @@ Regex::Regex(std::string_view pattern) : impl_(std::make_unique<Impl>()), patter
     fail("regex '{}': {} at offset {}", pattern_, reinterpret_cast<char*>(buf), off);
   }
   pcre2_pattern_info(impl_->code, PCRE2_INFO_CAPTURECOUNT, &impl_->n_groups);
+  uint32_t first = 0;
+  pcre2_pattern_info(impl_->code, PCRE2_INFO_FIRSTCODETYPE, &first);
+  impl_->startline = first == 2;
 }
 
 Regex::Regex(std::string_view pattern, std::string line_prefix) : Regex(pattern) {
@@ -80,6 +86,9 @@ struct Regex::Subject {
 
   explicit Subject(std::string_view text) : s(text) {
     size_t pos = 0;
+    // Continuation bytes at the start are skipped before the first fragment, as PCRE2 skips an
+    // invalid sequence at the start offset.
+    while (pos < s.size() && (static_cast<unsigned char>(s[pos]) & 0xC0) == 0x80) ++pos;
     for (;;) {
       size_t i = pos, len = 0;
       while (i < s.size() && (len = utf8_valid_len(s, i)) > 0) i += len;
@@ -162,8 +171,20 @@ bool Regex::locate(Subject& sub, size_t start, bool anchored) const {
     // PCRE2_NO_UTF_CHECK an offset there would be undefined behaviour.
     while (from < e && (static_cast<unsigned char>(s[from]) & 0xC0) == 0x80) ++from;
     if (anchored && from != start) break;  // `start` is not where a character begins
+    if (impl_->startline && b > 0 && from == b) {  // no line starts here: after the next "\n"
+      const size_t nl = s.substr(0, e).find('\n', b);
+      if (nl == std::string_view::npos) {
+        if (anchored) break;
+        continue;
+      }
+      if (anchored) break;
+      from = nl + 1;
+    }
+    // The end of the subject is no line end either when invalid UTF-8 precedes it directly (an
+    // empty last fragment), as in PCRE2's own invalid-UTF mode.
+    const bool last_is_end = e == s.size() && !(b == e && b > 0);
     const uint32_t opts = PCRE2_NO_UTF_CHECK | (b > 0 ? PCRE2_NOTBOL : 0u) |
-                          (e < s.size() ? PCRE2_NOTEOL : 0u) | (anchored ? PCRE2_ANCHORED : 0u);
+                          (last_is_end ? 0u : PCRE2_NOTEOL) | (anchored ? PCRE2_ANCHORED : 0u);
     rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(s.data() + b), e - b, from - b,
                      opts, sub.md, impl_->mctx);
     base = b;

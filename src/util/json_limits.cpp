@@ -46,7 +46,7 @@ nlohmann::json parse_json_bounded(std::string_view text, std::string_view what, 
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON ({})", what, e.what());
+    fail("{}: malformed JSON: {}", what, e.what());
   }
 }
 
