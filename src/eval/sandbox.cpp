@@ -309,7 +309,8 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
     res.status = j["status"] == "passed"    ? RunStatus::kPassed
                  : j["status"] == "timeout" ? RunStatus::kTimeout
                                             : RunStatus::kFailed;
-    res.detail = j.value("detail", "");
+    res.detail = j.contains("detail") && j["detail"].is_string() ? j["detail"].get<std::string>()
+                                                                 : std::string();
     if (j.contains("program") && j["program"].is_string()) res.program = j["program"];
     return res;
   }

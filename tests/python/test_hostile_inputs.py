@@ -8,7 +8,8 @@ the class's description (docs/reliability.md, "Second sweep"), none reusing the 
   answer 400 naming the limit; the server keeps serving.
 2 body limits: chunked, form-urlencoded, text/plain and gzip bodies at --max-body and one byte
   over it; a 64 MiB chunked body is refused with the server's memory bounded; multipart is 415.
-3 types: every request field given every wrong JSON type answers 200 or 400, never 500.
+3 types: every request field given every wrong JSON type answers 200 or 400, never 500; chat
+  parts, eval data files and grid configs with values of the wrong type are errors naming them.
 4 ranges: every numeric request field at both ends of its range and just outside; the ends
   that feed arithmetic (temperature, alg_temp, cfg_scale, eps, factor) decode to finite logits.
 6 unknown keys: grid configs with misspelt keys at every level are errors with "did you mean".
@@ -218,6 +219,23 @@ def check_types(R, s):
                    {"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})
     R.check("types/content-part-type-number-names-field",
             st == 400 and b["error"]["param"] == "messages[0].content[0]", json.dumps(b)[:200])
+
+
+def check_data_types(R, d, work):
+    """Data files read by eval: a value of the wrong type is an error naming FILE:LINE."""
+    cases = {"math-problem": ("math", {"problem": 5, "solution": "\\boxed{2}"}),
+             "math-subject": ("math", {"problem": "x", "solution": "\\boxed{2}", "subject": [1]}),
+             "mbpp-tests": ("mbpp", {"task_id": 2, "text": "x", "code": "y", "test_list": [1, 2, 3]}),
+             "gsm8k-question": ("gsm8k", {"question": 5, "answer": "#### 2"})}
+    for name, (task, rec) in cases.items():
+        path = os.path.join(work, "data-%s.jsonl" % name)
+        with open(path, "w") as f:
+            f.write(json.dumps(rec) + "\n")
+        r = run(d, ["eval", "--task", task, "--data", path, "--out", os.path.join(work, "o-" + name),
+                    "--fake-responses", os.devnull])
+        R.check("data-types/" + name, r.returncode == 1 and "%s:1" % path in r.stderr
+                and "internal error" not in r.stderr,
+                "exit %d: %s" % (r.returncode, r.stderr.strip()[-200:]))
 
 
 # ---- class 4 -------------------------------------------------------------------------------
@@ -435,6 +453,7 @@ def main(argv=None):
             lambda: check_nesting(R, s),
             lambda: check_body_limits(R, s),
             lambda: check_types(R, s),
+            lambda: check_data_types(R, d, work),
             lambda: check_ranges(R, s, sd),
             lambda: check_cli_ranges(R, d),
             lambda: check_grid_keys(R, d, work),
