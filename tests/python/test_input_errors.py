@@ -64,20 +64,20 @@ def test_every_numeric_flag_has_a_range(d, res):
     for cmd in cmds:
         for flag, typ in numeric_flags(d, cmd).items():
             seen += 1
-            res.check("help-range/%s/%s" % (cmd, flag), re.search(r"in [\[(]", typ) is not None, typ)
+            res.check("help-range/%s/%s" % (cmd, flag), re.search(r"in (0 or )?[\[(]", typ) is not None, typ)
     res.check("help-range/found-numeric-flags", seen >= 30, "%d numeric flags" % seen)
 
 
 # (command, flag, bad values, fragment of the range): refused at parse time, before the model.
 BAD = [
-    ("generate", "--temperature", ["nan", "-1", "inf"], "[0, inf)"),
+    ("generate", "--temperature", ["nan", "-1", "inf", "1e-7", "2e6"], "0 or [1e-06, 1e+06]"),
     ("generate", "--threshold", ["nan", "0", "1.5", "-inf"], "(0, 1]"),
-    ("generate", "--factor", ["nan", "0", "-2"], "(0, inf)"),
+    ("generate", "--factor", ["nan", "0", "-2", "2e6"], "(0, 1e+06]"),
     ("generate", "--top-p", ["nan", "0", "2"], "(0, 1]"),
     ("generate", "--top-k", ["-1", "1.5"], "[0, "),
-    ("generate", "--eps", ["nan", "1", "-0.1"], "[0, 1)"),
-    ("generate", "--cfg-scale", ["nan", "-1"], "[0, inf)"),
-    ("generate", "--alg-temp", ["nan", "-1"], "[0, inf)"),
+    ("generate", "--eps", ["nan", "1", "-0.1", "0", "1e-300"], "[1e-12, 1)"),
+    ("generate", "--cfg-scale", ["nan", "-1", "1e300", "1001"], "[0, 1000]"),
+    ("generate", "--alg-temp", ["nan", "-1", "1e-300"], "0 or [1e-06, 1e+06]"),
     ("generate", "--gen-length", ["0", "-5", "16777217", "nan"], "[1, 16777216]"),
     ("generate", "--block-length", ["0"], "[1, "),
     ("generate", "--steps", ["0", "-1"], "[1, "),
