@@ -34,6 +34,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_dirs import linked_copy  # noqa: E402
 from results import Results, run_all  # noqa: E402
 from serve_client import Server  # noqa: E402
 
@@ -131,14 +132,6 @@ def check_nesting(R, s):
 
 # ---- class 2 -------------------------------------------------------------------------------
 
-def vm_hwm(s):
-    with open("/proc/%d/status" % s.proc.pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def check_body_limits(R, s):
     req = {"prompt": "What is 2 + 3?", "max_tokens": 8}
     types = {"json": "application/json", "form": "application/x-www-form-urlencoded",
@@ -176,10 +169,10 @@ def check_body_limits(R, s):
                      {"Content-Type": "multipart/form-data; boundary=xyz"})
     R.check("limit/multipart-415", st == 415, "%d %s" % (st, message(b)[:160]))
     # 64 MiB chunked: refused, and the server does not hold it.
-    before = vm_hwm(s)
+    before = s.peak_rss_bytes()
     big = b"[" + b" " * (64 * 1024 * 1024) + b"]"
     st, b = raw_post(s, "/v1/completions", big, {"Content-Type": "application/json"}, 1 << 20)
-    grew = vm_hwm(s) - before
+    grew = s.peak_rss_bytes() - before
     R.check("limit/chunked-64MiB", st == 413 and grew < 16 * 1024 * 1024 and alive(s),
             "%d, peak RSS grew %.1f MiB: %s" % (st, grew / 2**20, message(b)[:160]))
 
@@ -393,16 +386,7 @@ def check_output_paths(R, d, work):
 # ---- class 9 -------------------------------------------------------------------------------
 
 def model_copy(src, dst, gen_changes):
-    os.makedirs(dst, exist_ok=True)
-    for f in os.listdir(src):
-        if f != "generation_config.json" and not os.path.exists(os.path.join(dst, f)):
-            os.symlink(os.path.join(src, f), os.path.join(dst, f))
-    with open(os.path.join(src, "generation_config.json")) as f:
-        g = json.load(f)
-    g.update(gen_changes)
-    with open(os.path.join(dst, "generation_config.json"), "w") as f:
-        json.dump(g, f)
-    return dst
+    return linked_copy(src, dst, "generation_config.json", gen_changes)
 
 
 def check_model_files(R, d, work):

@@ -28,6 +28,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_dirs import linked_copy  # noqa: E402
 from results import Results, run_all  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "dllmq-synth-tiny")
@@ -115,20 +116,8 @@ def test_bad_flag_values(d, res):
 
 def write_model(dst, **config_changes):
     """A copy of the embedded model (weights linked) with config.json fields changed."""
-    os.makedirs(dst, exist_ok=True)
-    for f in os.listdir(MODEL):
-        if f != "config.json" and not os.path.exists(os.path.join(dst, f)):
-            os.symlink(os.path.join(MODEL, f), os.path.join(dst, f))
-    with open(os.path.join(MODEL, "config.json")) as f:
-        c = json.load(f)
-    for k, v in config_changes.items():
-        if v is None:
-            c.pop(k, None)
-        else:
-            c[k] = v
-    with open(os.path.join(dst, "config.json"), "w") as f:
-        f.write(json.dumps(c).replace('"__INF__"', "1e999"))
-    return dst
+    return linked_copy(MODEL, dst, "config.json", config_changes,
+                       dump=lambda c: json.dumps(c).replace('"__INF__"', "1e999"))
 
 
 def test_corrupt_configs(d, res, work):
