@@ -138,19 +138,45 @@ def main():
                                        b'{"task_id": 1, "response": "Final Answer: The final answer is $\\\\frac12$."}\n')
     put("responses", "samples", b"\x00" + b'{"task_id": "0", "doc": 0, "correct": true}\n{"task_id": "1", "do')
 
-    # serve_request: selector byte (1 chat, 2 Dream, 4 server default dual + threshold), then the body.
-    def req(name, sel, body):
-        put("serve_request", name, bytes([sel]) + json.dumps(body).encode())
+    # serve_request: selector byte (1 chat, 2 Dream, 4 server default dual + threshold), a
+    # transport byte (bits 0-1 framing: 0 Content-Length, 1 chunked in 1 + (bits 4-7) * 97-byte
+    # pieces, 2-3 raw HTTP; bits 2-3 content type: json, form, text, multipart), then the body.
+    def req(name, sel, body, transport=0):
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        put("serve_request", name, bytes([sel, transport]) + raw)
     req("completion", 0, {"prompt": "What is 2 + 3?", "max_tokens": 16, "temperature": 0, "seed": 1,
                           "stop": ["\n"], "block_length": 8, "steps": 16})
-    req("completion_ids", 2, {"prompt": [[5, 6, 7], [8, 9]], "max_tokens": 8, "cache": "dual", "threshold": 0.9})
+    req("completion_ids", 2, {"prompt": [[5, 6, 7], [8, 9]], "max_tokens": 8, "cache": "dual", "threshold": 0.9},
+        transport=1 | (3 << 4))
     req("chat_stream", 1, {"messages": [{"role": "system", "content": "Be brief."},
                                         {"role": "user", "content": [{"type": "text", "text": "1 + 1?"}]}],
                            "stream": True, "stream_steps": True, "stream_options": {"include_usage": True},
-                           "max_completion_tokens": 16})
+                           "max_completion_tokens": 16}, transport=1 | (1 << 2))
     req("chat_dream_kv", 7, {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 32,
-                             "kv": "kivi", "kv_bits": 2, "alg": "entropy", "model": "x", "n": 1})
+                             "kv": "kivi", "kv_bits": 2, "alg": "entropy", "model": "x", "n": 1},
+        transport=2 << 2)
+    # Nesting at the request limit (32) and past it, in an optional field and in a message.
+    req("nested_31", 0, ('{"prompt": "hi", "logit_bias": ' + '{"a":' * 31 + "1" + "}" * 31 + "}").encode())
+    req("nested_40_chat", 1, ('{"messages": [{"role": "user", "content": ' + "[" * 40 + '"x"' + "]" * 40
+                              + "}]}").encode(), transport=1)
+    req("form_body", 0, {"prompt": "x " * 300, "max_tokens": 4}, transport=1 << 2)
+    req("multipart", 0, b"--xyz\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--xyz--\r\n",
+        transport=3 << 2)
+    body = json.dumps({"prompt": "What is 2 + 3?", "max_tokens": 8}).encode()
+    req("raw_chunked", 0, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n", transport=2)
+    req("raw_gzip", 0, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+        + b"Content-Length: %d\r\n\r\n" % len(gzip.compress(body)) + gzip.compress(body), transport=2)
 
+    # grid_config: the repository's grids and a small one with every section.
+    for f in sorted(os.listdir(os.path.join(ROOT, "configs"))):
+        put("grid_config", f[:-5], read("configs/" + f))
+    put("grid_config", "every_section", json.dumps({
+        "out": "runs/x", "model": "m", "requires_model": False,
+        "tasks": [{"task": "synth", "data": "d.jsonl", "limit": 4, "chat": True}],
+        "fixed": {"block-length": 16, "threshold": None},
+        "grid": {"cache": ["none", "dual"], "kv": [{"name": "k2", "kv": "kivi", "kv-bits": 2}]},
+        "args": ["--workers", 2], "calibrate": [{"out": "{out}/a.safetensors", "args": ["--limit", "4"]}]}))
 
 if __name__ == "__main__":
     main()

@@ -116,10 +116,17 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_bytes(self):
+        return self._status_kib("VmRSS:") * 1024
+
+    def peak_rss_bytes(self):
+        """The process's resident peak so far (VmHWM)."""
+        return self._status_kib("VmHWM:") * 1024
+
+    def _status_kib(self, field):
         with open("/proc/%d/status" % self.proc.pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(field):
+                    return int(line.split()[1])
         return 0
 
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq {
 
@@ -29,7 +30,7 @@ std::vector<int32_t> ids_field(const nlohmann::json& j, const char* key, const s
 // One pairs-file line; `where` is FILE:LINE.
 CalibPair parse_pair_line(const std::string& line, const std::string& where,
                           const PairTokenizer& tok, int vocab_size) {
-  const auto j = nlohmann::json::parse(line, nullptr, false);
+  const auto j = parse_json_or_discarded(line);
   if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", where);
   CalibPair p;
   if (j.contains("prompt_ids") || j.contains("answer_ids")) {
@@ -49,8 +50,14 @@ CalibPair parse_pair_line(const std::string& line, const std::string& where,
     p.prompt = tok.prompt(j[pk].get<std::string>());
     p.answer = tok.answer(j["answer"].get<std::string>());
   }
+  // Checked here, where the file and line are known: an empty answer used to fail much later
+  // ("a pair with an empty answer has no masked-diffusion loss"), naming neither.
+  if (p.answer.empty())
+    fail("{}: the answer is empty{}; a calibration pair needs at least one answer token", where,
+         j.contains("answer_ids") ? "" : " (it tokenizes to no tokens)");
   if (p.prompt.size() + p.answer.size() < 2)
     fail("{}: a pair needs at least two tokens in all", where);
+  p.where = where;
   return p;
 }
 

@@ -15,6 +15,7 @@ namespace dllmq {
 struct CalibPair {
   std::vector<int32_t> prompt;
   std::vector<int32_t> answer;
+  std::string where;  // "FILE:LINE" (or the converted record's source): for later errors
 };
 
 // A text pair before tokenization (converted from benchmark records, src/eval/calib_pairs.h).

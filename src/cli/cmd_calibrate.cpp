@@ -185,8 +185,8 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
     const auto target = teacher_target(p.answer, go.gen_length, cfg.eos_id);
     const int P = int(p.prompt.size()), N = P + go.gen_length;
     if (cfg.max_seq > 0 && N > cfg.max_seq)
-      fail("{}: pair {}: prompt {} + gen length {} exceeds the model's {} positions", a.data, i + 1,
-           P, go.gen_length, cfg.max_seq);
+      fail("{}: pair {}: prompt {} + gen length {} exceeds the model's {} positions", p.where,
+           i + 1, P, go.gen_length, cfg.max_seq);
     tc.begin_pair(N, P, target);
     if (dump) dump->pair(int(i), a.trajectory, p.prompt, N, target);
     if (a.trajectory == "ar") {
@@ -203,7 +203,12 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
       StepCallback on_step;
       if (dump)
         on_step = [&](const StepInfo& s) { dump->step(s.step, s.block, s.revealed, s.canvas); };
-      const GenerateResult r = generate(m, p.prompt, g, on_step);
+      GenerateResult r;
+      try {
+        r = generate(m, p.prompt, g, on_step);
+      } catch (const Error& e) {
+        fail("{}: {}", p.where, e.what());  // e.g. an empty prompt for Dream: name the record
+      }
       off_target += r.tokens != target;
     }
     tokens += N;
@@ -325,8 +330,8 @@ void run(const CalibArgs& a) {
     std::vector<int32_t> ids = pairs[i].prompt;
     ids.insert(ids.end(), pairs[i].answer.begin(), pairs[i].answer.end());
     if (int64_t(ids.size()) > cfg.max_seq && cfg.max_seq > 0)
-      fail("{}: pair {} has {} tokens, the model takes at most {}", a.data, i + 1, ids.size(),
-           cfg.max_seq);
+      fail("{}: pair {} has {} tokens, the model takes at most {}", pairs[i].where, i + 1,
+           ids.size(), cfg.max_seq);
     model->reserve_positions(int(ids.size()));
     const int P = int(pairs[i].prompt.size());
     if (watch) watch->begin_pair(int(ids.size()), P, pairs[i].answer);
@@ -335,7 +340,11 @@ void run(const CalibArgs& a) {
       // The weights of this pair's rows: the masked-diffusion loss of a masked copy of it.
       KvGradSink to_dump;
       if (dump) to_dump = [&](const LayerKvGrad& g) { dump->grads(false, g); };
-      fisher.compute(*model, pairs[i].prompt, pairs[i].answer, a.seed + i, to_dump);
+      try {
+        fisher.compute(*model, pairs[i].prompt, pairs[i].answer, a.seed + i, to_dump);
+      } catch (const Error& e) {
+        fail("{}: {}", pairs[i].where, e.what());  // the record this pair came from
+      }
       if (dump) dump->fisher(false, fisher.ids(), 0, {}, fisher.terms(), fisher.loss());
     }
     ForwardArgs f;

@@ -30,6 +30,7 @@
 
 #include "cli/commands.h"
 #include "cli/grid_slurm.h"
+#include "cli/grid_config.h"
 #include "cli/plot_helper.h"
 #include "eval/data.h"
 #include "eval/run.h"
@@ -342,10 +343,19 @@ void run_calibrations(const nlohmann::json& cfg, const std::string& cfg_path, bo
   }
 }
 
+// `dllmq eval`'s long flag names: the keys a grid config may give its runs.
+std::vector<std::string> eval_flag_names() {
+  CLI::App tmp;
+  register_eval(tmp);
+  std::vector<std::string> names;
+  for (const CLI::Option* o : tmp.get_subcommand("eval")->get_options())
+    for (const auto& n : o->get_lnames()) names.push_back(n);
+  return names;
+}
+
 void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& over,
               const LauncherOptions& launcher) {
-  auto cfg = nlohmann::json::parse(eval::read_text_file(cfg_path), nullptr, false);
-  if (cfg.is_discarded() || !cfg.is_object()) fail("{}: not a JSON object", cfg_path);
+  auto cfg = parse_grid_config(eval::read_text_file(cfg_path), cfg_path);
   if (!over.out.empty()) cfg["out"] = over.out;
   if (!over.model.empty()) {
     if (cfg.contains("grid") && cfg["grid"].is_object() && cfg["grid"].contains("model"))
@@ -353,6 +363,7 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
     else
       cfg["model"] = over.model;
   }
+  validate_grid_config(cfg, cfg_path, eval_flag_names());  // keys and types (grid_config.h)
   if (!cfg.contains("out") || !cfg["out"].is_string())
     fail("{}: needs \"out\" (base run directory) or --out", cfg_path);
   if (cfg.contains("model") && cfg.contains("grid") && cfg["grid"].is_object() &&
@@ -443,10 +454,11 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
       row.task = task, row.label = label(point, grid), row.point = pi, row.exit_code = rc;
       for (const auto& [k, v] : point) row.values.push_back(v);
       const fs::path sp = fs::path(dir) / "summary.json";
-      if (rc == 0 && fs::exists(sp)) {
-        r["summary"] = nlohmann::json::parse(eval::read_text_file(sp.string()), nullptr, false);
+      nlohmann::json summary = rc == 0 ? read_grid_summary(sp.string()) : nlohmann::json();
+      if (summary.is_object()) {
+        r["summary"] = std::move(summary);
         const auto& s = r["summary"];
-        if (s.is_object()) fill_from_summary(row, s, dir);
+        fill_from_summary(row, s, dir);
         std::string metrics;
         for (const auto& m : s["config"]["metrics"]) {
           const auto& v = s[m.get<std::string>()];

@@ -40,6 +40,30 @@ struct Args {
   GenerateFlags gen;
 };
 
+// A request that overrides nothing decodes with the server's defaults (the flags over the
+// model's generation_config.json). Defaults that cannot decode would refuse every such request
+// with a 400 naming a field its client never sent: refuse to start instead, saying where the
+// defaults came from. The checks are the ones every request gets (serve/request.cpp), on a
+// one-token prompt.
+void check_defaults_decode(const GenerateOptions& opt, const ModelConfig& cfg,
+                           const std::string& dir, int max_positions) {
+  const std::string from = fmt::format(
+      "the server's default decoding settings (its flags over {}/generation_config.json)", dir);
+  const std::vector<int32_t> prompt = {cfg.bos_id >= 0 ? cfg.bos_id : 0};
+  try {
+    check_generate_options(opt, cfg, prompt);
+  } catch (const Error& e) {
+    fail("{} cannot decode: {}", from, e.what());
+  }
+  if (opt.steps > opt.gen_length)
+    fail("{} cannot decode: --steps {} exceeds --gen-length {} (requests are refused above it)",
+         from, opt.steps, opt.gen_length);
+  if (opt.gen_length + 1 > max_positions)
+    fail("{} cannot decode: --gen-length {} leaves no room for a prompt in the canvas of {} "
+         "positions (--max-canvas)",
+         from, opt.gen_length, max_positions);
+}
+
 void run(const Args& a) {
   if (!a.gen.trace_cache.empty()) fail("--trace-cache is not available in serve");
   apply_threads(a.gen.threads);
@@ -58,6 +82,7 @@ void run(const Args& a) {
   const int max_positions = a.max_canvas > 0 ? a.max_canvas : cfg.max_seq;
   if (max_positions > cfg.max_seq)
     fail("--max-canvas {} exceeds the model's {} positions", max_positions, cfg.max_seq);
+  check_defaults_decode(opt, cfg, dir, max_positions);
   const std::string name =
       a.alias.empty() ? std::filesystem::path(dir).filename().string() : a.alias;
   if (a.max_tokens > 0 && opt.gen_length > a.max_tokens)
@@ -70,6 +95,7 @@ void run(const Args& a) {
   http.request_timeout_s = a.request_timeout;
   http.max_tokens = a.max_tokens;
   http.log = a.log;
+  http.max_body = a.max_body;
   if (http.auth.key.empty() && !serve::is_loopback_host(a.host))
     fmt::print(stderr,
                "dllmq serve: WARNING: listening on {} without an API key: anyone who can reach "
@@ -88,7 +114,6 @@ void run(const Args& a) {
   serve::HttpApi api(*model, codec, engine, {a.gen, dir, max_positions}, name, http);
   httplib::Server svr;
   api.install(svr);
-  svr.set_payload_max_length(a.max_body);
   // A client that stops sending its request or stops reading its answer for this long loses
   // the connection: it holds an HTTP thread (never a decoding slot: a job starts once its body
   // is in) only that long per read or write.

@@ -330,9 +330,15 @@ class Decoder {
     f.ids = un;
     float* out = logits_for(n);
     run_forward(f, out);
+    check_logits(cond.data(), n);  // each forward's own logits: the model's
+    check_logits(out, n);
     const float w = static_cast<float>(opt_.cfg_scale + 1.0);
     for (size_t i = 0; i < size_t(n) * V; ++i) out[i] = out[i] + w * (cond[i] - out[i]);
-    check_logits(out, n);
+    for (size_t i = 0; i < size_t(n) * V; ++i)  // the guidance's: name the scale, not the model
+      if (!std::isfinite(out[i]))
+        fail("--cfg-scale {}: the guided logit un + (scale + 1) (cond - un) overflows float at "
+             "token {}; use a smaller scale",
+             opt_.cfg_scale, i % V);
     ++nfe_;
     return out;
   }

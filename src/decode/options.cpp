@@ -81,20 +81,32 @@ void validate_options(const GenerateOptions& o) {
       fail("{} must be a finite number in {}{}, {}{}, got {}", flag, lo_open ? "(" : "[", lo,
            std::isinf(hi) ? "inf" : fmt::format("{}", hi), hi_open ? ")" : "]", v);
   };
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   if (o.gen_length <= 0 || o.gen_length > (1 << 24))
     fail("--gen-length must be in [1, {}], got {}", 1 << 24, o.gen_length);
   if (o.block_length <= 0) fail("--block-length must be positive, got {}", o.block_length);
   if (o.steps <= 0) fail("--steps must be positive, got {}", o.steps);
   if (o.threshold && o.factor) fail("--threshold and --factor are exclusive; give one");
   if (o.threshold) real("--threshold", *o.threshold, 0, 1, true, false);
-  if (o.factor) real("--factor", *o.factor, 0, kInf, true, true);
-  real("--temperature", o.temperature, 0, kInf, false, true);
+  // Bounds that hold where the values are used, not only as doubles (the command line's
+  // ranges, cli/flag_ranges.cpp, are the same):
+  // - temperature and alg-temp divide float logits / [0, 1] confidences in double: 0 (greedy)
+  //   or at least 1e-6 keeps every quotient finite (|logit| < 3.4e38); at most 1e6.
+  // - cfg-scale: logits = un + (s + 1)(cond - un) in float; s = 1e300 was inf as a float and
+  //   every logit non-finite. Guidance scales in use are 0..10; 1000 keeps the product finite
+  //   for logit differences up to 3e35.
+  // - eps: Dream's last timestep, divided by; at least 1e-12 (the reference uses 1e-3).
+  // - factor: 1 - factor / (k + 2) in double; at most 1e6.
+  auto scale = [&](const char* flag, double v) {
+    if (!(v == 0.0 || (v >= 1e-6 && v <= 1e6)))
+      fail("{} must be 0 or a finite number in [1e-06, 1e+06], got {}", flag, v);
+  };
+  if (o.factor) real("--factor", *o.factor, 0, 1e6, true, false);
+  scale("--temperature", o.temperature);
   real("--top-p", o.top_p, 0, 1, true, false);
   if (o.top_k < 0) fail("--top-k must be >= 0, got {}", o.top_k);
-  real("--alg-temp", o.alg_temp, 0, kInf, false, true);
-  real("--eps", o.eps, 0, 1, false, true);
-  real("--cfg-scale", o.cfg_scale, 0, kInf, false, true);
+  scale("--alg-temp", o.alg_temp);
+  real("--eps", o.eps, 1e-12, 1, false, true);
+  real("--cfg-scale", o.cfg_scale, 0, 1000, false, false);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "eval/prompts.h"
 #include "eval/py_random.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::eval {
 
@@ -31,7 +32,7 @@ std::vector<Record> read_records(const std::string& path) {
   std::string line;
   for (size_t no = 1; std::getline(in, line); ++no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Record r{nlohmann::json::parse(line, nullptr, false), fmt::format("{}:{}", path, no)};
+    Record r{parse_json_or_discarded(line), fmt::format("{}:{}", path, no)};
     if (r.j.is_discarded() || !r.j.is_object()) fail("{}: not a JSON object", r.where);
     out.push_back(std::move(r));
   }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::eval {
 
@@ -50,7 +51,7 @@ std::vector<nlohmann::json> parse_jsonl(std::string_view text, const std::string
     const std::string_view line = text.substr(a, b - a);
     a = b + 1;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
+    auto j = parse_json_or_discarded(line);
     if (j.is_discarded() || !j.is_object()) fail("{}:{}: not a JSON object", path, line_no);
     out.push_back(std::move(j));
   }

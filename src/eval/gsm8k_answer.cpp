@@ -11,9 +11,10 @@ namespace {
 
 // lm-eval RegexFilter: findall, pick one match, first non-empty group of a tuple, strip.
 std::string regex_filter(const Regex& re, std::string_view response, bool last) {
-  const auto all = re.find_all(response);
-  if (all.empty()) return kGsm8kInvalid;
-  const RegexMatch& m = last ? all.back() : all.front();
+  // Only the chosen match is built (a long response has millions of numbers).
+  const auto found = last ? re.find_last(response) : re.search(response);
+  if (!found) return kGsm8kInvalid;
+  const RegexMatch& m = *found;
   for (size_t g = 1; g < m.groups.size(); ++g)
     if (m.groups[g] && !m.groups[g]->empty()) return strip(*m.groups[g]);
   return kGsm8kInvalid;

@@ -20,6 +20,7 @@
 #include "eval/report.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::eval {
 
@@ -152,7 +153,7 @@ std::vector<nlohmann::json> read_samples(const std::string& path, bool repair) {
     if (!complete) b = text.size();
     ++line_no;
     const std::string_view line(text.data() + a, b - a);
-    auto j = nlohmann::json::parse(line, nullptr, false);
+    auto j = parse_json_or_discarded(line);
     const bool ok = complete && !j.is_discarded() && well_formed_sample(j);
     if (!ok) {
       if (b + 1 < text.size())
@@ -179,7 +180,7 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
   config["lm_eval_conventions"] = "v0.4.8";
   const fs::path config_path = dir / "config.json";
   if (fs::exists(config_path)) {
-    const auto old = nlohmann::json::parse(read_text_file(config_path.string()), nullptr, false);
+    const auto old = parse_json_or_discarded(read_text_file(config_path.string()));
     if (!opt.resume && fs::exists(samples_path) && fs::file_size(samples_path) > 0)
       fail(
           "{}: run directory already has samples; pass --resume to continue it or choose a new "
@@ -272,7 +273,7 @@ nlohmann::json merge_runs(const std::vector<std::string>& run_dirs, const std::s
   for (const std::string& d : run_dirs) {
     const fs::path cp = fs::path(d) / "config.json";
     if (!fs::exists(cp)) fail("{}: not a run directory (no config.json)", d);
-    const auto c = nlohmann::json::parse(read_text_file(cp.string()), nullptr, false);
+    const auto c = parse_json_or_discarded(read_text_file(cp.string()));
     const bool metrics_ok = c.is_object() && c.contains("metrics") && c["metrics"].is_array() &&
                             std::all_of(c["metrics"].begin(), c["metrics"].end(),
                                         [](const nlohmann::json& m) { return m.is_string(); });

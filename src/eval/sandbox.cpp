@@ -28,6 +28,7 @@
 
 #include "eval/sandbox_runner.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::eval {
 
@@ -303,12 +304,13 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
     return res;
   }
   // The runner writes exactly one JSON object; anything else means python itself died.
-  nlohmann::json j = nlohmann::json::parse(result_text, nullptr, false);
+  nlohmann::json j = parse_json_or_discarded(result_text);
   if (!j.is_discarded() && j.is_object() && j.contains("status")) {
     res.status = j["status"] == "passed"    ? RunStatus::kPassed
                  : j["status"] == "timeout" ? RunStatus::kTimeout
                                             : RunStatus::kFailed;
-    res.detail = j.value("detail", "");
+    res.detail = j.contains("detail") && j["detail"].is_string() ? j["detail"].get<std::string>()
+                                                                 : std::string();
     if (j.contains("program") && j["program"].is_string()) res.program = j["program"];
     return res;
   }

@@ -122,7 +122,10 @@ class MbppTask : public CodeTask {
                   str_field(d, "text", data, i),
                   str_field(d, "code", data, i),
                   {}};
-      for (const auto& t : d["test_list"]) doc.tests.push_back(t.get<std::string>());
+      for (const auto& t : d["test_list"]) {
+        if (!t.is_string()) fail("{}:{}: test_list holds a non-string", data, i + 1);
+        doc.tests.push_back(t.get<std::string>());
+      }
       by_id[doc.id] = std::move(doc);
     }
     for (int id : kMbppShotIds) {

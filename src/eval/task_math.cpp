@@ -78,6 +78,10 @@ class MathTask : public Task {
       const auto& d = docs[i];
       if (!d.contains("problem") || !d.contains("solution"))
         fail("{}:{}: needs fields 'problem' and 'solution'", path_, i + 1);
+      // Typed before they are read: a number there is the file's error, not a type_error.
+      for (const char* k : {"problem", "solution", "type", "subject"})
+        if (d.contains(k) && !d[k].is_string())
+          fail("{}:{}: field '{}' must be a string", path_, i + 1, k);
       problems_.push_back(d["problem"].get<std::string>());
       const std::string sol = d["solution"].get<std::string>();
       solutions_.push_back(sol);

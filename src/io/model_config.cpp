@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq {
 
@@ -353,6 +354,7 @@ ModelConfig load_model_config(const std::string& dir) {
 
 ModelConfig parse_model_config(const std::string& text, const std::string& path) {
   json j;
+  check_json_depth(text, path);
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {

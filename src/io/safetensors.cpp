@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq {
 
@@ -52,6 +53,7 @@ void SafetensorsFile::parse(const uint8_t* bytes, size_t size) {
     fail("{}: header length {} runs past the end of the file ({} bytes)", path, header_len, size);
   const char* hdr = reinterpret_cast<const char*>(bytes + 8);
   json j;
+  check_json_depth(std::string_view(hdr, header_len), path);
   try {
     j = json::parse(hdr, hdr + header_len);
   } catch (const json::exception& e) {
@@ -133,6 +135,7 @@ void SafetensorsFile::parse(const uint8_t* bytes, size_t size) {
 
 SafetensorsIndex parse_safetensors_index(const std::string& text, const std::string& path) {
   json j;
+  check_json_depth(text, path);
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {

@@ -12,6 +12,7 @@
 #include "ops/attention.h"
 #include "ops/gemm.h"
 #include "ops/norm_act.h"
+#include "io/generation_config.h"
 #include "util/error.h"
 
 namespace dllmq {
@@ -53,6 +54,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
   m->cfg_ = load_model_config(dir);
+  check_generation_ids(load_generation_defaults(dir), m->cfg_, dir);  // the files must agree
   m->ckpt_ = std::make_unique<Checkpoint>(dir);
   m->w_ = bind_weights(*m->ckpt_, m->cfg_);
   m->rope_ = RopeTable(m->cfg_.head_dim, m->cfg_.rope_theta);

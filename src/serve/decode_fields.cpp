@@ -10,6 +10,7 @@
 
 #include "settings/flag_ranges.h"
 #include "serve/api_error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::serve {
 
@@ -42,20 +43,26 @@ std::string argument(const CLI::Option& opt, const std::string& field, const nlo
   const std::string type = opt.get_type_name();
   auto is = [&](const char* t) { return type.rfind(t, 0) == 0; };
   if (opt.get_expected_min() == 0) {
-    if (!v.is_boolean()) bad_field(field, "{} must be true or false, got {}", field, v.dump());
+    if (!v.is_boolean()) bad_field(field, "{} must be true or false, got {}", field, json_brief(v));
     return v.get<bool>() ? "true" : "false";
   }
   if (is("INT") || is("UINT")) {
-    if (!v.is_number_integer()) bad_field(field, "{} must be an integer, got {}", field, v.dump());
+    if (!v.is_number_integer()) bad_field(field, "{} must be an integer, got {}", field, json_brief(v));
     if (is("UINT") && v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)
-      bad_field(field, "{} must be a non-negative integer, got {}", field, v.dump());
+      bad_field(field, "{} must be a non-negative integer, got {}", field, json_brief(v));
     return v.dump();
   }
   if (is("FLOAT")) {
-    if (!v.is_number()) bad_field(field, "{} must be a number, got {}", field, v.dump());
+    if (!v.is_number()) bad_field(field, "{} must be a number, got {}", field, json_brief(v));
     return v.is_number_float() ? fmt::format("{}", v.get<double>()) : v.dump();
   }
-  if (!v.is_string()) bad_field(field, "{} must be a string, got {}", field, v.dump());
+  if (!v.is_string()) bad_field(field, "{} must be a string, got {}", field, json_brief(v));
+  // Option names and methods ("dual", "kivi", ...): short. A longer value is refused before the
+  // flag parser would echo it whole.
+  constexpr size_t kMaxTextBytes = 1024;
+  if (v.get_ref<const std::string&>().size() > kMaxTextBytes)
+    bad_field(field, "{} is {} bytes; at most {} are accepted", field,
+              v.get_ref<const std::string&>().size(), kMaxTextBytes);
   return v.get<std::string>();
 }
 

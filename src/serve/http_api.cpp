@@ -13,6 +13,7 @@
 #include "serve/job.h"
 #include "serve/openai_format.h"
 #include "serve/request_log.h"
+#include "serve/request_body.h"
 #include "serve/web_page.h"
 #include "util/error.h"
 
@@ -150,11 +151,17 @@ void HttpApi::install(httplib::Server& svr) {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completions(req, res, Endpoint::kCompletions);
+  // Bodies are read by the routes themselves (request_body.h): one --max-body limit whatever the
+  // framing and content type. The library's own limit stays set for the routes without a body
+  // reader (it refuses a Content-Length above it before reading).
+  svr.set_payload_max_length(opt_.max_body);
+  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                     const httplib::ContentReader& body) {
+    completions(req, res, body, Endpoint::kCompletions);
   });
-  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completions(req, res, Endpoint::kChat);
+  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& body) {
+    completions(req, res, body, Endpoint::kChat);
   });
   svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const json model = {{"id", model_name_},
@@ -184,11 +191,13 @@ void HttpApi::install(httplib::Server& svr) {
     res.set_content(web_page_html(), "text/html; charset=utf-8");
   });
   // Bodies for the errors cpp-httplib answers itself (404, 413, ...), in OpenAI's shape.
-  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string msg = fmt::format("{} {}: HTTP status {}", req.method, req.path, res.status);
     if (res.status == 404) msg = fmt::format("no route {} {}", req.method, req.path);
-    if (res.status == 413) msg = "the request body is larger than this server accepts (--max-body)";
+    if (res.status == 413)
+      msg = fmt::format("the request body is larger than this server accepts: --max-body {} bytes",
+                        opt_.max_body);
     send_json(res, res.status, ApiError::error_body(msg, "invalid_request_error", ""));
   });
   svr.set_exception_handler(
@@ -222,11 +231,17 @@ void HttpApi::install(httplib::Server& svr) {
   });
 }
 
-void HttpApi::completions(const httplib::Request& req, httplib::Response& res, Endpoint e) {
+void HttpApi::completions(const httplib::Request& req, httplib::Response& res,
+                          const httplib::ContentReader& reader, Endpoint e) {
   const double t0 = now_s();
+  std::string body;
+  if (auto err = read_request_body(req, reader, res, opt_.max_body, body)) {
+    send_error(res, *err);
+    return;
+  }
   CompletionRequest r;
   try {
-    r = parse_request(req.body, e, defaults_, codec_, m_.config());
+    r = parse_request(body, e, defaults_, codec_, m_.config());
     if (int(r.prompts.size()) > engine_.capacity())
       bad_field("prompt", "prompt has {} entries; this server holds at most {} at once",
                 r.prompts.size(), engine_.capacity());

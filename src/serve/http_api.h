@@ -22,6 +22,7 @@ struct HttpOptions {
   double request_timeout_s = 0.0;  // --request-timeout: wall clock per request (0: none)
   int max_tokens = 0;              // --max-tokens: the largest generation a request may ask for
   bool log = false;                // --log: one JSON line per request on stderr
+  size_t max_body = size_t(1) << 20;  // --max-body: the request body limit, whatever its framing
 };
 
 class HttpApi {
@@ -36,7 +37,8 @@ class HttpApi {
   int streams_in_flight() const { return streams_.load(); }
 
  private:
-  void completions(const httplib::Request& req, httplib::Response& res, Endpoint e);
+  void completions(const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& body, Endpoint e);
   void respond(const CompletionRequest& r, const std::vector<std::shared_ptr<class Job>>& jobs,
                int fd, httplib::Response& res);
   void stream(const CompletionRequest& r, std::shared_ptr<class Job> job, int fd,

@@ -17,6 +17,9 @@ struct Range {
   bool integer;
   double lo, hi;  // hi = kInf: any finite value above lo
   bool lo_open = false, hi_open = false;
+  // > 0: values in (lo, min_positive) are refused too ("0, or in [min_positive, hi]"): a
+  // temperature divides the logits, and one of 1e-310 overflows where 0 means greedy.
+  double min_positive = 0;
 };
 
 // One entry per flag name; a name means the same thing in every subcommand that has it.
@@ -27,13 +30,16 @@ const std::vector<std::pair<const char*, Range>>& table() {
       {"--block-length", {true, 1, kMaxLen}},
       {"--steps", {true, 1, kMaxLen}},
       {"--threshold", {false, 0, 1, true}},
-      {"--factor", {false, 0, kInf, true}},
-      {"--temperature", {false, 0, kInf}},
+      {"--factor", {false, 0, 1e6, true}},
+      // Ranges hold in the arithmetic that uses them (decode/options.cpp has the same bounds and
+      // says why): a temperature or an alg-temp divides logits / confidences in double, a
+      // cfg-scale multiplies float logits.
+      {"--temperature", {false, 0, 1e6, false, false, 1e-6}},
       {"--top-p", {false, 0, 1, true}},
       {"--top-k", {true, 0, std::numeric_limits<int>::max()}},
-      {"--alg-temp", {false, 0, kInf}},
-      {"--eps", {false, 0, 1, false, true}},  // Dream's timesteps run from 1 down to eps
-      {"--cfg-scale", {false, 0, kInf}},
+      {"--alg-temp", {false, 0, 1e6, false, false, 1e-6}},
+      {"--eps", {false, 1e-12, 1, false, true}},  // Dream's timesteps run from 1 down to eps
+      {"--cfg-scale", {false, 0, 1000}},
       {"--seed", {true, 0, 18446744073709551615.0}},
       {"--kv-bits", {true, 2, 8}},  // 2, 3, 4 or 8: the set itself is checked by --kv's spec
       {"--kv-bits-k", {true, 2, 8}},
@@ -61,7 +67,7 @@ const std::vector<std::pair<const char*, Range>>& table() {
       // serve
       {"--port", {true, 0, 65535}},
       {"--parallel", {true, 1, 64}},
-      {"--queue", {true, 0, 1 << 20}},
+      {"--queue", {true, 0, 4096}},  // one HTTP thread per queue place, made at start
       {"--max-canvas", {true, 0, kMaxLen}},  // 0: the model's positions
       {"--max-body", {true, 1024, 1 << 30}},
       {"--batch-wait", {false, 0, 100}},
@@ -80,6 +86,8 @@ std::string describe(const Range& r) {
     return r.integer ? fmt::format("{}", static_cast<long long>(x)) : fmt::format("{:g}", x);
   };
   if (r.integer && r.hi == 18446744073709551615.0) return "[0, 2^64)";
+  if (r.min_positive > 0)
+    return fmt::format("0 or [{:g}, {}{}", r.min_positive, num(r.hi), r.hi_open ? ")" : "]");
   return fmt::format("{}{}, {}{}", r.lo_open ? "(" : "[", num(r.lo), num(r.hi),
                      r.hi_open || r.hi == kInf ? ")" : "]");
 }
@@ -106,7 +114,7 @@ std::string check(const Range& r, const std::string& s) {
   double v = 0;
   const auto [p, ec] = std::from_chars(b, e, v);
   ok = ec == std::errc() && p == e && std::isfinite(v) && (r.lo_open ? v > r.lo : v >= r.lo) &&
-       (r.hi_open ? v < r.hi : v <= r.hi);
+       (r.hi_open ? v < r.hi : v <= r.hi) && !(v > 0 && v < r.min_positive);
   if (!ok) return fmt::format("'{}' is not a finite number in {}", s, describe(r));
   return "";
 }

@@ -2,12 +2,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::settings {
 
@@ -18,11 +20,17 @@ std::optional<std::string> plain_text_bos(const std::string& dir) {
   const auto path = std::filesystem::path(dir) / "tokenizer_config.json";
   std::ifstream in(path);
   if (!in) return std::nullopt;
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.value("add_bos_token", false)) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = parse_json_or_discarded(text.str());
+  // Typed reads only: "add_bos_token": "yes" is no reason for a type_error (internal error).
+  if (!j.is_object() || !j.contains("add_bos_token") || !j["add_bos_token"].is_boolean() ||
+      !j["add_bos_token"].get<bool>())
+    return std::nullopt;
   if (j.contains("bos_token") && j["bos_token"].is_string())
     return j["bos_token"].get<std::string>();
-  if (j.contains("bos_token") && j["bos_token"].is_object() && j["bos_token"].contains("content"))
+  if (j.contains("bos_token") && j["bos_token"].is_object() &&
+      j["bos_token"].contains("content") && j["bos_token"]["content"].is_string())
     return j["bos_token"]["content"].get<std::string>();
   return std::nullopt;
 }

@@ -8,6 +8,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_spec.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq {
 
@@ -24,6 +25,7 @@ std::string read_file(const std::string& path) {
 }
 
 json parse_json_text(const std::string& text, const std::string& path) {
+  check_json_depth(text, path);
   try {
     return json::parse(text);
   } catch (const json::exception& e) {

@@ -22,6 +22,10 @@ std::string dir_of(const std::string& path) {
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  // A directory (or a name ending in '/') is no file to write: say so before anything is made,
+  // rather than after the data, as a failed rename.
+  if (path_.empty() || path_.back() == '/' || std::filesystem::is_directory(path_))
+    fail("{}: is a directory, not a file name; give the file to write", path_);
   const std::string dir = dir_of(path_);
   // Built by appending: GCC 12 warns (-Wrestrict, a false positive, GCC PR 105651) on
   // `"literal" + std::string&&` once inlined.

@@ -28,6 +28,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_dirs import linked_copy  # noqa: E402
 from results import Results, run_all  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "dllmq-synth-tiny")
@@ -64,20 +65,20 @@ def test_every_numeric_flag_has_a_range(d, res):
     for cmd in cmds:
         for flag, typ in numeric_flags(d, cmd).items():
             seen += 1
-            res.check("help-range/%s/%s" % (cmd, flag), re.search(r"in [\[(]", typ) is not None, typ)
+            res.check("help-range/%s/%s" % (cmd, flag), re.search(r"in (0 or )?[\[(]", typ) is not None, typ)
     res.check("help-range/found-numeric-flags", seen >= 30, "%d numeric flags" % seen)
 
 
 # (command, flag, bad values, fragment of the range): refused at parse time, before the model.
 BAD = [
-    ("generate", "--temperature", ["nan", "-1", "inf"], "[0, inf)"),
+    ("generate", "--temperature", ["nan", "-1", "inf", "1e-7", "2e6"], "0 or [1e-06, 1e+06]"),
     ("generate", "--threshold", ["nan", "0", "1.5", "-inf"], "(0, 1]"),
-    ("generate", "--factor", ["nan", "0", "-2"], "(0, inf)"),
+    ("generate", "--factor", ["nan", "0", "-2", "2e6"], "(0, 1e+06]"),
     ("generate", "--top-p", ["nan", "0", "2"], "(0, 1]"),
     ("generate", "--top-k", ["-1", "1.5"], "[0, "),
-    ("generate", "--eps", ["nan", "1", "-0.1"], "[0, 1)"),
-    ("generate", "--cfg-scale", ["nan", "-1"], "[0, inf)"),
-    ("generate", "--alg-temp", ["nan", "-1"], "[0, inf)"),
+    ("generate", "--eps", ["nan", "1", "-0.1", "0", "1e-300"], "[1e-12, 1)"),
+    ("generate", "--cfg-scale", ["nan", "-1", "1e300", "1001"], "[0, 1000]"),
+    ("generate", "--alg-temp", ["nan", "-1", "1e-300"], "0 or [1e-06, 1e+06]"),
     ("generate", "--gen-length", ["0", "-5", "16777217", "nan"], "[1, 16777216]"),
     ("generate", "--block-length", ["0"], "[1, "),
     ("generate", "--steps", ["0", "-1"], "[1, "),
@@ -115,20 +116,8 @@ def test_bad_flag_values(d, res):
 
 def write_model(dst, **config_changes):
     """A copy of the embedded model (weights linked) with config.json fields changed."""
-    os.makedirs(dst, exist_ok=True)
-    for f in os.listdir(MODEL):
-        if f != "config.json" and not os.path.exists(os.path.join(dst, f)):
-            os.symlink(os.path.join(MODEL, f), os.path.join(dst, f))
-    with open(os.path.join(MODEL, "config.json")) as f:
-        c = json.load(f)
-    for k, v in config_changes.items():
-        if v is None:
-            c.pop(k, None)
-        else:
-            c[k] = v
-    with open(os.path.join(dst, "config.json"), "w") as f:
-        f.write(json.dumps(c).replace('"__INF__"', "1e999"))
-    return dst
+    return linked_copy(MODEL, dst, "config.json", config_changes,
+                       dump=lambda c: json.dumps(c).replace('"__INF__"', "1e999"))
 
 
 def test_corrupt_configs(d, res, work):
