@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "io/dtype.h"
+#include "ops/packed_gemm.h"
 #include "util/best_time.h"
 
 #ifdef DLLMQ_HAVE_ONEDNN
@@ -187,8 +188,8 @@ void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* 
 }
 
 // Whether bf16 compute multiplies bf16 x bf16 on oneDNN's bf16 dot-product kernel ("native") or
-// widens the weights to f32 and runs the f32 kernel (same numerics class: bf16 inputs, f32
-// products and sums; other summation order). A bf16 dot-product instruction is not faster on
+// runs the packed kernels, which widen the weights in registers (same numerics class: bf16
+// inputs, f32 products and sums; other summation order). A bf16 dot-product instruction is not faster on
 // every CPU that has one: on Zen 4 native runs at ~2x the f32 rate, on an Emerald Rapids Xeon
 // whose AMX the hypervisor hides (AVX512-BF16 only) at 0.55-0.75x (docs/performance.md). So the
 // choice is measured, not read from a CPU-model table: a weight panel's product (256 x 1024) at
@@ -216,17 +217,17 @@ void choose_bf16_products(GemmInfo& i) {
       std::vector<uint16_t> a(size_t(m) * k), b(size_t(n) * k);
       for (size_t j = 0; j < a.size(); ++j) a[j] = uint16_t(0x3f00 + j % 127);  // ~[0.5, 1)
       for (size_t j = 0; j < b.size(); ++j) b[j] = uint16_t(0xbc00 + j % 251);  // small negatives
-      std::vector<float> af(a.size()), bf(b.size()), c(size_t(m) * n);
+      std::vector<float> af(a.size()), c(size_t(m) * n);
       to_f32(DType::kBF16, a.data(), af.data(), af.size());
       const auto native = [&] {
         run_nt_matmul(dnnl::memory::data_type::bf16, m, n, k, a.data(), k, b.data(), k, c.data(),
                       n);
       };
-      const auto widened = [&] {
-        to_f32(DType::kBF16, b.data(), bf.data(), bf.size());  // the engine widens per call too
-        run_nt_matmul(dnnl::memory::data_type::f32, m, n, k, af.data(), k, bf.data(), k, c.data(),
-                      n);
-      };
+      // The alternative: the packed kernels (ops/packed_gemm.h) on f32 activations rounded to
+      // bf16 and the bf16 weights packed at load, widened in registers.
+      const auto packed = pack_weight(b.data(), DType::kBF16, n, k, dispatch_isa(), false);
+      const kern::Block blk{af.data(), k, m, c.data(), n};
+      const auto widened = [&] { packed_gemm(*packed, {&blk, 1}, 0, packed->panels(), true); };
       nat += best_time(native, 0.0, 5);
       wid += best_time(widened, 0.0, 5);
     }
