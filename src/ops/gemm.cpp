@@ -47,7 +47,7 @@ std::string lower(std::string s) {
 
 // How bf16 compute multiplies, as `inspect` and `bench` say it.
 const char* bf16_path(bool native) {
-  return native ? "native, bf16 dot products" : "widened to f32";
+  return native ? "native, bf16 dot products" : "packed kernels, widened to f32 in registers";
 }
 
 // OpenBLAS's DYNAMIC_ARCH picks a kernel set by CPU model; anything older than Haswell's on a
@@ -70,7 +70,7 @@ GemmInfo probe_openblas() {
   const bool tuned =
       std::any_of(std::begin(kTuned), std::end(kTuned), [&](const char* t) { return core == t; });
   i.generic = cpu_has_avx2() && !tuned;
-  i.bf16_why = "widened to f32 (the OpenBLAS backend has no bf16 products)";
+  i.bf16_why = "packed kernels, widened to f32 in registers (OpenBLAS has no bf16 products)";
   return i;
 }
 
@@ -259,7 +259,8 @@ GemmInfo probe_onednn() {
       i.bf16_jit = false;
     }
   }
-  if (!i.bf16_jit) i.bf16_why = "widened to f32 (no bf16 dot-product kernel on this CPU)";
+  if (!i.bf16_jit)
+    i.bf16_why = "packed kernels, widened to f32 in registers (no bf16 dot-product kernel here)";
   return i;
 }
 #endif
@@ -307,6 +308,12 @@ GemmInfo& backend() {
     openblas_set_num_threads(1);
     omp_set_num_threads(omp_threads);
     GemmInfo i = select_backend();
+    i.proj_isa = isa_name(dispatch_isa());
+    const char* forced = std::getenv("DLLMQ_ISA");
+    i.proj_why = forced != nullptr && *forced != '\0'
+                     ? fmt::format("DLLMQ_ISA={}", forced)
+                     : fmt::format("the best this CPU has, from CPUID{}",
+                                   cpu_has_avx512_bf16() ? "; it has AVX512-BF16" : "");
 #ifdef DLLMQ_HAVE_ONEDNN
     if (i.lib == GemmLib::kOneDnn) choose_bf16_products(i);
 #endif
@@ -342,7 +349,10 @@ void gemm_select(GemmLib lib) {
   GemmInfo& b = backend();
   if (b.lib == lib || !gemm_available(lib)) return;
 #ifdef DLLMQ_HAVE_ONEDNN
+  const std::string proj_isa = b.proj_isa, proj_why = b.proj_why;
   b = lib == GemmLib::kOneDnn ? probe_onednn() : probe_openblas();
+  b.proj_isa = proj_isa;
+  b.proj_why = proj_why;
   if (lib == GemmLib::kOneDnn) choose_bf16_products(b);
   b.why = "selected by the caller";
 #endif
