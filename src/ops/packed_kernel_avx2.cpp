@@ -52,17 +52,7 @@ void gemm_avx2(const GemmArgs& a) {
 }
 
 float fma_burn_avx2(long iters, float seed) {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(seed + float(i));
-  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  for (long t = 0; t < iters; ++t)
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, c);
-  __m256 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0] + out[7];
+  return fma_burn<Avx2, 12>(iters, seed);
 }
 
 }  // namespace dllmq::kern

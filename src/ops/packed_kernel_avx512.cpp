@@ -55,17 +55,7 @@ void gemm_avx512(const GemmArgs& a) {
 }
 
 float fma_burn_avx512(long iters, float seed) {
-  __m512 acc[24];
-  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(seed + float(i));
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (long t = 0; t < iters; ++t)
-#pragma GCC unroll 24
-    for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
-  __m512 s = acc[0];
-  for (int i = 1; i < 24; ++i) s = _mm512_add_ps(s, acc[i]);
-  float out[16];
-  _mm512_storeu_ps(out, s);
-  return out[0] + out[15];
+  return fma_burn<Avx512, 24>(iters, seed);
 }
 
 }  // namespace dllmq::kern

@@ -175,4 +175,26 @@ void run_gemm(const GemmArgs& a) {
   }
 }
 
+// kChains independent FMA chains for `iters` rounds, no memory traffic: the core's FMA peak.
+template <class V, int kChains>
+float fma_burn(long iters, float seed) {
+  typename V::R acc[kChains];
+  float lane[V::W];
+  for (int i = 0; i < kChains; ++i) {
+    for (float& l : lane) l = seed + float(i);
+    acc[i] = V::load(lane);
+  }
+  const float mf = 0.999999f, cf = 1e-7f;
+  const typename V::R m = V::bcast(&mf), c = V::bcast(&cf);
+  for (long t = 0; t < iters; ++t)
+#pragma GCC unroll 32
+    for (int i = 0; i < kChains; ++i) acc[i] = V::fma(acc[i], m, c);
+  float sum = 0.0f;
+  for (int i = 0; i < kChains; ++i) {
+    V::store(lane, acc[i]);
+    sum += lane[0] + lane[V::W - 1];
+  }
+  return sum;
+}
+
 }  // namespace dllmq::kern
