@@ -1,5 +1,6 @@
 // One LLaDA-8B-shaped layer (d_model 4096, 32 heads, MLP 12288, random bf16 weights) on 32 and
-// 512 tokens, next to the backend's own GEMM at the same shapes and precision. Report the ratio
+// 512 tokens, next to the projections' packed kernels (BM_PackedProjection) and the GEMM
+// library (BM_Gemm) at the same shapes and precision. Report the ratio
 // layer GFLOP/s / GEMM GFLOP/s measured in the same run. Layer rows: /tokens/bf16-compute.
 //   build/bench/forward_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
@@ -131,6 +132,33 @@ void BM_Gemm(benchmark::State& st) {
   omp_set_num_threads(threads);  // OpenBLAS-openmp's setter changes OpenMP's count too
 }
 BENCHMARK(BM_Gemm)->ArgsProduct({{32, 512}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same product the way the projections run it now: linear() on bf16 weights packed at load
+// (ops/packed_gemm.h), all threads splitting the panels. Rows: /tokens/bf16 compute.
+void BM_PackedProjection(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0));
+  std::vector<float> x(size_t(n) * kD, 0.5f), y(size_t(n) * kD);
+  std::vector<uint16_t> wb(size_t(kD) * kD);
+  std::mt19937 g(1);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  for (uint16_t& v : wb) v = dllmq::f32_to_bf16(nd(g));
+  dllmq::TensorView tv;
+  tv.dtype = dllmq::DType::kBF16;
+  tv.shape = {kD, kD};
+  tv.data = wb.data();
+  tv.nbytes = wb.size() * 2;
+  dllmq::Linear l{&tv, nullptr, kD, kD};
+  dllmq::pack_linear(l);
+  const auto dt = st.range(1) ? dllmq::ComputeDType::kBF16 : dllmq::ComputeDType::kF32;
+  for (auto _ : st) dllmq::linear(x.data(), n, l, y.data(), 0, dt);
+  st.SetLabel(std::string("packed ") + dllmq::gemm_info().proj_isa + (st.range(1) ? " bf16" : " fp32"));
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * kD * kD * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_PackedProjection)
+    ->ArgsProduct({{32, 512}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

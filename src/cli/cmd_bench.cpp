@@ -21,6 +21,7 @@
 #include "decode/generate.h"
 #include "ops/gemm.h"
 #include "ops/gemm_peak.h"
+#include "ops/packed_gemm.h"
 #include "util/error.h"
 #include "util/memory.h"
 
@@ -37,6 +38,7 @@ double process_cpu_s() {
 struct Peaks {
   double gemm_large = 0.0;  // GFLOP/s of the projection path at [512, d] x [d, d]^T
   double gemm_small = 0.0;  // ... at [32, d] x [d, d]^T (the dual-cache step's rows)
+  double fma_core = 0.0;    // one core's f32 FMA peak on the projections' vectors (0: scalar)
   double read_gbps = 0.0;
 };
 
@@ -47,15 +49,17 @@ Peaks measure_peaks(const Model& m) {
   p.gemm_large = measure_linear_gflops(512, c.d_model, c.d_model, wd, m.compute_dtype());
   p.gemm_small = measure_linear_gflops(32, c.d_model, c.d_model, wd, m.compute_dtype());
   p.read_gbps = measure_read_gbps();
+  p.fma_core = measure_fma_peak_gflops(dispatch_isa());
   return p;
 }
 
 std::string describe_backend() {
   const GemmInfo& g = gemm_info();
   return fmt::format(
-      "{} (kernels {}, CPU {}{}), {} threads (OpenMP wait: {}), bf16 products {}; {}", g.name,
-      g.isa, g.cpu_isa, g.generic ? ", GENERIC" : "", gemm_threads(), openmp_wait_description(),
-      g.bf16_why, g.why);
+      "projections on packed {} kernels ({}); {} (kernels {}, CPU {}{}), {} threads (OpenMP wait: "
+      "{}), bf16 products {}; {}",
+      g.proj_isa, g.proj_why, g.name, g.isa, g.cpu_isa, g.generic ? ", GENERIC" : "",
+      gemm_threads(), openmp_wait_description(), g.bf16_why, g.why);
 }
 
 // One row of the roofline table: against the large-M GEMM peak and the read bandwidth.
@@ -136,9 +140,9 @@ void run_bench(const BenchArgs& a) {
   const Peaks pk = measure_peaks(*model);
   fmt::print(stderr,
              "  measured peaks: projection GEMM {:.1f} GFLOP/s at 512x{}x{}, {:.1f} at 32x{}x{}; "
-             "memory read {:.1f} GB/s\n",
+             "memory read {:.1f} GB/s; one core's FMA peak {:.1f} GFLOP/s\n",
              pk.gemm_large, cfg.d_model, cfg.d_model, pk.gemm_small, cfg.d_model, cfg.d_model,
-             pk.read_gbps);
+             pk.read_gbps, pk.fma_core);
   for (const std::string& mode : modes) {
     GenerateOptions opt = base;
     opt.cache = parse_cache_mode(mode);
@@ -194,6 +198,7 @@ void run_bench(const BenchArgs& a) {
                         {"dtype", compute_dtype_name(model->compute_dtype())},
                         {"gemm_backend", gi.name},
                         {"gemm_isa", gi.isa},
+                        {"proj_kernels", std::string("packed ") + gi.proj_isa},
                         {"cpu_isa", gi.cpu_isa},
                         {"gemm_generic", gi.generic},
                         {"bf16_native", gi.bf16_native},
@@ -202,6 +207,7 @@ void run_bench(const BenchArgs& a) {
                         {"openmp_wait", openmp_wait_description()},
                         {"peak_gemm_gflops_512", pk.gemm_large},
                         {"peak_gemm_gflops_32", pk.gemm_small},
+                        {"peak_fma_gflops_core", pk.fma_core},
                         {"peak_read_gbps", pk.read_gbps},
                         {"modes", rows},
                         {"peak_rss_bytes", peak_rss_bytes()}};

@@ -50,6 +50,7 @@ void register_inspect(CLI::App& app) {
     j["gemm_isa"] = g.isa;
     j["cpu_isa"] = g.cpu_isa;
     j["gemm_generic"] = g.generic;
+    j["proj_kernels"] = std::string("packed ") + g.proj_isa;
     j["bf16_native"] = g.bf16_native;
     j["bf16_why"] = g.bf16_why;
     j["threads"] = gemm_threads();
@@ -99,9 +100,10 @@ void register_inspect(CLI::App& app) {
       fmt::print("active         {} ({:.3f} B) per token, {} weight bytes\n",
                  m->weights().n_active_params, m->weights().n_active_params / 1e9,
                  j["active_weight_bytes"].get<size_t>());
-    fmt::print("weights        {} bytes, dtype {} (memory-mapped)\n", wbytes,
+    fmt::print("weights        {} bytes, dtype {} (packed at load in that dtype)\n", wbytes,
                dtype_name(m->weights().dtype));
     fmt::print("KV per token   {} bytes at fp16 (K+V, all layers)\n", c.kv_bytes_per_token_fp16());
+    fmt::print("projections    packed-weight kernels for {} ({})\n", g.proj_isa, g.proj_why);
     fmt::print("gemm backend   {}, kernels for {} (CPU has {}){}\n", g.name, g.isa, g.cpu_isa,
                g.generic ? ": GENERIC, slow" : "");
     fmt::print("               {}\n", g.why);

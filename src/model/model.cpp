@@ -14,6 +14,7 @@
 #include "ops/norm_act.h"
 #include "io/generation_config.h"
 #include "util/error.h"
+#include "util/mmap_file.h"
 
 namespace dllmq {
 
@@ -57,8 +58,26 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   check_generation_ids(load_generation_defaults(dir), m->cfg_, dir);  // the files must agree
   m->ckpt_ = std::make_unique<Checkpoint>(dir);
   m->w_ = bind_weights(*m->ckpt_, m->cfg_);
+  m->pack_weights();
   m->rope_ = RopeTable(m->cfg_.head_dim, m->cfg_.rope_theta);
   return m;
+}
+
+// Every projection and the LM head packed once for the micro-kernels (ops/packed_gemm.h), layer by
+// layer, each weight's mapped pages dropped as soon as it is packed: resident memory stays at
+// one copy of the weights (the packed one) plus, while packing, one weight matrix. Packing at
+// load rather than lazily per layer keeps the first forward's timing and the server's first
+// request free of it, and the ~1 s per GB it costs is paid once (read from the page cache at
+// memory speed). Code that still reads a weight in its checkpoint layout (the oneDNN bf16 path,
+// the calibration gradient) pages it in again from the file: same bytes.
+void Model::pack_weights() {
+  auto pack = [](Linear& l) {
+    pack_linear(l);
+    release_mapped_pages(l.w->data, l.w->nbytes);
+  };
+  for (LayerWeights& L : w_.layers)
+    for (Linear* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) pack(*p);
+  pack(w_.lm_head);
 }
 
 const std::string& Model::fingerprint() const {

@@ -169,6 +169,7 @@ class Model {
  private:
   Model() = default;
   void grow(int n);
+  void pack_weights();  // at load: every projection packed, its mapped pages dropped
   void account(const ForwardArgs& a);  // FLOPs and profile work of one canvas's forward
   // One canvas's attention at `layer`: q [n, n_heads*hd] post-RoPE, k/v its fresh rows, the
   // cached ranges read from its store; att: [n, n_heads*hd].

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "io/dtype.h"
+#include "ops/packed_gemm.h"
 #include "util/best_time.h"
 
 #ifdef DLLMQ_HAVE_ONEDNN
@@ -46,7 +47,7 @@ std::string lower(std::string s) {
 
 // How bf16 compute multiplies, as `inspect` and `bench` say it.
 const char* bf16_path(bool native) {
-  return native ? "native, bf16 dot products" : "widened to f32";
+  return native ? "native, bf16 dot products" : "packed kernels, widened to f32 in registers";
 }
 
 // OpenBLAS's DYNAMIC_ARCH picks a kernel set by CPU model; anything older than Haswell's on a
@@ -69,7 +70,7 @@ GemmInfo probe_openblas() {
   const bool tuned =
       std::any_of(std::begin(kTuned), std::end(kTuned), [&](const char* t) { return core == t; });
   i.generic = cpu_has_avx2() && !tuned;
-  i.bf16_why = "widened to f32 (the OpenBLAS backend has no bf16 products)";
+  i.bf16_why = "packed kernels, widened to f32 in registers (OpenBLAS has no bf16 products)";
   return i;
 }
 
@@ -187,8 +188,8 @@ void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* 
 }
 
 // Whether bf16 compute multiplies bf16 x bf16 on oneDNN's bf16 dot-product kernel ("native") or
-// widens the weights to f32 and runs the f32 kernel (same numerics class: bf16 inputs, f32
-// products and sums; other summation order). A bf16 dot-product instruction is not faster on
+// runs the packed kernels, which widen the weights in registers (same numerics class: bf16
+// inputs, f32 products and sums; other summation order). A bf16 dot-product instruction is not faster on
 // every CPU that has one: on Zen 4 native runs at ~2x the f32 rate, on an Emerald Rapids Xeon
 // whose AMX the hypervisor hides (AVX512-BF16 only) at 0.55-0.75x (docs/performance.md). So the
 // choice is measured, not read from a CPU-model table: a weight panel's product (256 x 1024) at
@@ -216,17 +217,17 @@ void choose_bf16_products(GemmInfo& i) {
       std::vector<uint16_t> a(size_t(m) * k), b(size_t(n) * k);
       for (size_t j = 0; j < a.size(); ++j) a[j] = uint16_t(0x3f00 + j % 127);  // ~[0.5, 1)
       for (size_t j = 0; j < b.size(); ++j) b[j] = uint16_t(0xbc00 + j % 251);  // small negatives
-      std::vector<float> af(a.size()), bf(b.size()), c(size_t(m) * n);
+      std::vector<float> af(a.size()), c(size_t(m) * n);
       to_f32(DType::kBF16, a.data(), af.data(), af.size());
       const auto native = [&] {
         run_nt_matmul(dnnl::memory::data_type::bf16, m, n, k, a.data(), k, b.data(), k, c.data(),
                       n);
       };
-      const auto widened = [&] {
-        to_f32(DType::kBF16, b.data(), bf.data(), bf.size());  // the engine widens per call too
-        run_nt_matmul(dnnl::memory::data_type::f32, m, n, k, af.data(), k, bf.data(), k, c.data(),
-                      n);
-      };
+      // The alternative: the packed kernels (ops/packed_gemm.h) on f32 activations rounded to
+      // bf16 and the bf16 weights packed at load, widened in registers.
+      const auto packed = pack_weight(b.data(), DType::kBF16, n, k, dispatch_isa(), false);
+      const kern::Block blk{af.data(), k, m, c.data(), n};
+      const auto widened = [&] { packed_gemm(*packed, {&blk, 1}, 0, packed->panels(), true); };
       nat += best_time(native, 0.0, 5);
       wid += best_time(widened, 0.0, 5);
     }
@@ -258,7 +259,8 @@ GemmInfo probe_onednn() {
       i.bf16_jit = false;
     }
   }
-  if (!i.bf16_jit) i.bf16_why = "widened to f32 (no bf16 dot-product kernel on this CPU)";
+  if (!i.bf16_jit)
+    i.bf16_why = "packed kernels, widened to f32 in registers (no bf16 dot-product kernel here)";
   return i;
 }
 #endif
@@ -306,6 +308,12 @@ GemmInfo& backend() {
     openblas_set_num_threads(1);
     omp_set_num_threads(omp_threads);
     GemmInfo i = select_backend();
+    i.proj_isa = isa_name(dispatch_isa());
+    const char* forced = std::getenv("DLLMQ_ISA");
+    i.proj_why = forced != nullptr && *forced != '\0'
+                     ? fmt::format("DLLMQ_ISA={}", forced)
+                     : fmt::format("the best this CPU has, from CPUID{}",
+                                   cpu_has_avx512_bf16() ? "; it has AVX512-BF16" : "");
 #ifdef DLLMQ_HAVE_ONEDNN
     if (i.lib == GemmLib::kOneDnn) choose_bf16_products(i);
 #endif
@@ -341,7 +349,10 @@ void gemm_select(GemmLib lib) {
   GemmInfo& b = backend();
   if (b.lib == lib || !gemm_available(lib)) return;
 #ifdef DLLMQ_HAVE_ONEDNN
+  const std::string proj_isa = b.proj_isa, proj_why = b.proj_why;
   b = lib == GemmLib::kOneDnn ? probe_onednn() : probe_openblas();
+  b.proj_isa = proj_isa;
+  b.proj_why = proj_why;
   if (lib == GemmLib::kOneDnn) choose_bf16_products(b);
   b.why = "selected by the caller";
 #endif

@@ -26,6 +26,11 @@ struct GemmInfo {
   bool bf16_jit = false;  // such a kernel exists here (whether or not it is used)
   std::string bf16_why;
   std::string why;  // one line: why this library was chosen
+  // The projections' own kernels (ops/packed_gemm.h): the instruction set they run ("avx2"...)
+  // and why (DLLMQ_ISA or the CPU's best). The library above runs the attention tiles, and the
+  // bf16 products where bf16_native.
+  std::string proj_isa;
+  std::string proj_why;
 };
 
 // The backend in use (selected on first call; DLLMQ_GEMM=onednn|openblas forces one).

@@ -29,7 +29,8 @@ double measure_linear_gflops(int m, int n, int k, DType wdtype, ComputeDType dt,
     tv.data = wh.data();
   }
   tv.nbytes = nw * dtype_size(wdtype);
-  const Linear l{&tv, nullptr, n, k};
+  Linear l{&tv, nullptr, n, k};
+  pack_linear(l);  // as a loaded model's weights are
   const double s = best_time([&] { linear(x.data(), m, l, y.data(), 0, dt); }, min_s);
   return 2.0 * m * n * k / s * 1e-9;
 }

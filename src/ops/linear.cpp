@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/gemm.h"
+#include "ops/packed_gemm.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -14,31 +15,17 @@ namespace dllmq {
 
 namespace {
 
-// Output rows of W per work item: ~1 MiB of f32 so a widened panel stays in L2 while the GEMM
-// runs, and at least two items per thread on the d >= 1024 projections so a thread delayed by
-// a shared core does not hold the others at the join. Never fewer than 128 rows: with
-// LLaDA-8B's 4096/12288 inputs the 1 MiB rule gave 64/16-row panels, whose 32-token GEMMs ran
-// at a third of the library's rate (one 8B-shaped layer on 32 tokens, fp32: 87 -> 200 GFLOP/s
-// with 128 rows; docs/performance.md).
+// oneDNN bf16 path only (bf16 compute on a CPU whose bf16 dot-product kernel measured faster than
+// the packed kernels): output rows of W per GEMM call, ~1 MiB of f32, never fewer than 128 rows
+// (32-token GEMMs on 64-row panels ran at a third of the library's rate; docs/performance.md).
 int panel_rows(int in) {
   int r = (262144 / std::max(in, 1)) / 16 * 16;
   return std::clamp(r, 128, 1024);
 }
 
-// Panels of `l`: the work items a product splits into across threads.
 int panel_count(const Linear& l) {
   return (l.out + panel_rows(l.in) - 1) / panel_rows(l.in);
 }
-
-// Per-thread scratch, grown once to the largest panel and kept (no allocation per call), with
-// the panel it holds (tiles: a thread reuses it for every tile of that panel it takes).
-struct LinearScratch {
-  std::vector<float> panel;
-  int held = -1;  // first weight row of the panel widened into `panel` in this region, or -1
-  void reserve(size_t n) {
-    if (panel.size() < n) panel.resize(n);
-  }
-};
 
 // Activations of one call, rounded once (bf16 compute) and shared by every panel.
 struct InputScratch {
@@ -46,17 +33,19 @@ struct InputScratch {
   std::vector<uint16_t> bf16;
 };
 
-void widen_panel(const Linear& l, size_t r0, size_t rows, bool round_bf16, float* dst) {
-  const size_t esz = dtype_size(l.w->dtype);
-  const auto* src = static_cast<const uint8_t*>(l.w->data) + r0 * l.in * esz;
-  const size_t n = rows * l.in;
-  if (l.w->dtype == DType::kF32 && round_bf16)
-    round_to_bf16(reinterpret_cast<const float*>(src), dst, n);
-  else
-    to_f32(l.w->dtype, src, dst, n);
+// Products smaller than this many FLOPs stay on the calling thread: a parallel region costs more
+// than it saves.
+constexpr double kParallelFlops = 4e6;
+
+bool native_bf16(const Linear& l, ComputeDType dt) {
+  return dt == ComputeDType::kBF16 && l.w->dtype == DType::kBF16 && gemm_info().bf16_native;
 }
 
 }  // namespace
+
+void pack_linear(Linear& l) {
+  if (l.packed == nullptr) l.packed = pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
+}
 
 void tensor_row_f32(const TensorView& t, int64_t row, int d, float* dst) {
   const auto* base = static_cast<const uint8_t*>(t.data) + row * d * dtype_size(t.dtype);
@@ -81,122 +70,117 @@ void round_to_bf16(const float* src, float* dst, size_t n) {
 
 namespace {
 
-// Whether linear() runs a product of `n` rows on several threads (one panel each): small
-// products stay on one thread, where a parallel region costs more than it saves.
-bool parallel_rows(int n, const Linear& l) {
-  return panel_count(l) > 1 && double(n) * l.out * l.in > 4e6;
-}
-
-// How linear_blocks spreads its work: one thread; one panel per thread, every block in it (the
-// threading a lone product gets); or (panel, block) pairs over the threads (stacked tiles).
-enum class Spread { kSerial, kPanels, kPairs };
-
-// The product for `blocks`, panel by panel (each 16-bit panel widened once for all of them on a
-// thread), spread as `spread` says.
-void linear_blocks(std::span<const LinearRows> blocks, const Linear& l, int ldy, ComputeDType dt,
-                   Spread spread) {
-  int n = 0;  // rows of all blocks
-  for (const LinearRows& b : blocks) n += std::max(b.n, 0);
-  if (n <= 0) return;
-  const int out = l.out, in = l.in;
-  const bool bf16 = dt == ComputeDType::kBF16;
-  const bool native = bf16 && l.w->dtype == DType::kBF16 && gemm_info().bf16_native;
-  const bool widen = !native && (l.w->dtype != DType::kF32 || bf16);
-  const int pr = panel_rows(in);
-  const int n_panels = panel_count(l);
-
-  // Inputs as the GEMM reads them: the caller's rows, or (bf16 compute) rounded copies of all
-  // blocks side by side, made once and shared by every panel.
+// bf16 compute on oneDNN's bf16 dot-product kernel: one GEMM call per (panel, block), a block's
+// calls of its own shape whichever thread runs them. Blocks large enough split by panels; small
+// ones and stacked tiles go to the threads as (panel, block) pairs where the weight has fewer
+// panels than threads.
+void linear_native_bf16(std::span<const LinearRows> blocks, const Linear& l, int ldy) {
+  const int out = l.out, in = l.in, pr = panel_rows(in), n_panels = panel_count(l);
   thread_local InputScratch xs;
-  thread_local std::vector<const void*> xin_tls;
+  thread_local std::vector<const uint16_t*> xin_tls;
   xin_tls.resize(blocks.size());
-  // The panel threads read the calling thread's copy (a thread_local named inside the parallel
-  // region would be each thread's own, empty one).
-  const void** xin = xin_tls.data();
-  const size_t nx = size_t(n) * in;
-  if (native && xs.bf16.size() < nx) xs.bf16.resize(nx);
-  if (bf16 && !native && xs.f32.size() < nx) xs.f32.resize(nx);
+  const uint16_t** xin = xin_tls.data();  // the calling thread's copy, read by every thread
+  size_t nx = 0;
+  for (const LinearRows& b : blocks) nx += size_t(std::max(b.n, 0)) * in;
+  if (xs.bf16.size() < nx) xs.bf16.resize(nx);
   size_t off = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    const LinearRows& b = blocks[i];
-    const size_t nb = size_t(std::max(b.n, 0)) * in;
-    xin[i] = b.x;
-    if (native) {
-      for (size_t j = 0; j < nb; ++j) xs.bf16[off + j] = f32_to_bf16(b.x[j]);
-      xin[i] = xs.bf16.data() + off;
-    } else if (bf16) {
-      round_to_bf16(b.x, xs.f32.data() + off, nb);
-      xin[i] = xs.f32.data() + off;
-    }
+    const size_t nb = size_t(std::max(blocks[i].n, 0)) * in;
+    for (size_t j = 0; j < nb; ++j) xs.bf16[off + j] = f32_to_bf16(blocks[i].x[j]);
+    xin[i] = xs.bf16.data() + off;
     off += nb;
   }
-
-  // Work items: a panel with every block (kSerial, kPanels), or a panel with one block (kPairs,
-  // panel-major, so a thread's consecutive items share its widened panel).
   const int nb = static_cast<int>(blocks.size());
-  const bool pairs = spread == Spread::kPairs;
+  const bool pairs = pairs_blocks(l);
   const int items = pairs ? n_panels * nb : n_panels;
-#pragma omp parallel if (spread != Spread::kSerial && items > 1)
-  {
-    thread_local LinearScratch s;
-    if (widen) s.reserve(size_t(pr) * in);
-    s.held = -1;  // the weights may have been other ones in the previous region
-    auto item = [&](int it) {
-      const int p = pairs ? it / nb : it;
-      const int i0 = pairs ? it % nb : 0, i1 = pairs ? i0 + 1 : nb;
-      const int r0 = p * pr, rows = std::min(pr, out - r0);
-      if (native) {
-        const auto* w = static_cast<const uint16_t*>(l.w->data) + size_t(r0) * in;
-        for (int i = i0; i < i1; ++i)
-          if (blocks[i].n > 0)
-            gemm_bf16_nt(blocks[i].n, rows, in, static_cast<const uint16_t*>(xin[i]), in, w, in,
-                         blocks[i].y + r0, ldy);
-        return;
-      }
-      const float* w = static_cast<const float*>(l.w->data) + size_t(r0) * in;
-      if (widen) {
-        if (s.held != r0) widen_panel(l, r0, rows, bf16, s.panel.data());
-        s.held = r0;
-        w = s.panel.data();
-      }
-      for (int i = i0; i < i1; ++i)
-        if (blocks[i].n > 0)
-          sgemm_nt(blocks[i].n, rows, in, static_cast<const float*>(xin[i]), in, w, in,
-                   blocks[i].y + r0, ldy);
-    };
-    if (pairs) {
-      // Contiguous runs of items per thread, of equal rows (an item goes to the thread whose
-      // share holds its middle row): a thread widens each of its panels once, and a stacked
-      // layout's per-thread tiles (model/stacked_gemm.h) land one share per thread.
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t total = int64_t(n_panels) * n;
-      int64_t start = 0;
-      for (int it = 0; it < items; ++it) {
-        const int r = std::max(blocks[it % nb].n, 0);
-        if (std::min<int64_t>(nt - 1, (2 * start + r) * nt / (2 * total)) == t) item(it);
-        start += r;
-      }
-    } else {
-#pragma omp for schedule(dynamic, 1)
-      for (int it = 0; it < items; ++it) item(it);
-    }
+  const double flops = 2.0 * double(nx) * out;
+#pragma omp parallel for schedule(dynamic, 1) if (items > 1 && flops > kParallelFlops)
+  for (int it = 0; it < items; ++it) {
+    const int p = pairs ? it / nb : it;
+    const int i0 = pairs ? it % nb : 0, i1 = pairs ? i0 + 1 : nb;
+    const int r0 = p * pr, rows = std::min(pr, out - r0);
+    const auto* w = static_cast<const uint16_t*>(l.w->data) + size_t(r0) * in;
+    for (int i = i0; i < i1; ++i)
+      if (blocks[i].n > 0)
+        gemm_bf16_nt(blocks[i].n, rows, in, xin[i], in, w, in, blocks[i].y + r0, ldy);
   }
-  if (l.b != nullptr) {
-    thread_local std::vector<float> bias;
-    if (bias.size() < size_t(out)) bias.resize(out);
-    to_f32(l.b->dtype, l.b->data, bias.data(), out);
-    for (const LinearRows& b : blocks)
-      for (int i = 0; i < b.n; ++i) {
-        float* yi = b.y + size_t(i) * ldy;
-        for (int o = 0; o < out; ++o) yi[o] += bias[o];
+}
+
+// The packed kernels over every block: the threads split the panels evenly, or, where the weight
+// has fewer than two panels per thread, the rows of all blocks together (every thread then walks
+// every panel). Either way each output is one FMA chain, so the split changes no bits.
+void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy, ComputeDType dt) {
+  const int in = l.in;
+  const bool bf16 = dt == ComputeDType::kBF16;
+  std::shared_ptr<const PackedWeight> owned;
+  const PackedWeight* pw = l.packed.get();
+  if (pw == nullptr) {
+    owned = pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
+    pw = owned.get();
+  }
+  // bf16 compute: the activations rounded once, shared by every thread.
+  thread_local InputScratch xs;
+  thread_local std::vector<kern::Block> kb_tls;
+  std::vector<kern::Block>& kb = kb_tls;
+  kb.clear();
+  size_t nx = 0;
+  for (const LinearRows& b : blocks) nx += size_t(std::max(b.n, 0)) * in;
+  if (bf16 && xs.f32.size() < nx) xs.f32.resize(nx);
+  size_t off = 0;
+  int rows = 0;
+  for (const LinearRows& b : blocks) {
+    if (b.n <= 0) continue;
+    const float* x = b.x;
+    if (bf16) {
+      round_to_bf16(b.x, xs.f32.data() + off, size_t(b.n) * in);
+      x = xs.f32.data() + off;
+      off += size_t(b.n) * in;
+    }
+    kb.push_back({x, in, b.n, b.y, ldy});
+    rows += b.n;
+  }
+  if (kb.empty()) return;
+  const bool round_w = bf16;
+  const int panels = pw->panels();
+  const double flops = 2.0 * rows * double(l.out) * in;
+  const int nt = omp_get_max_threads();
+  if (nt == 1 || flops < kParallelFlops) {
+    packed_gemm(*pw, kb, 0, panels, round_w);
+    return;
+  }
+  const bool by_panels = panels >= 2 * nt;
+  const kern::Block* all = kb.data();
+  const int n_all = int(kb.size());
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    if (by_panels) {
+      packed_gemm(*pw, {all, size_t(n_all)}, int(int64_t(panels) * t / T),
+                  int(int64_t(panels) * (t + 1) / T), round_w);
+    } else {
+      // Rows [r0, r1) of the blocks laid end to end.
+      const int r0 = int(int64_t(rows) * t / T), r1 = int(int64_t(rows) * (t + 1) / T);
+      thread_local std::vector<kern::Block> mine;
+      mine.clear();
+      int start = 0;
+      for (int i = 0; i < n_all; ++i) {
+        const kern::Block& b = all[i];
+        const int lo = std::max(r0, start), hi = std::min(r1, start + b.m);
+        if (lo < hi)
+          mine.push_back({b.x + size_t(lo - start) * b.ldx, b.ldx, hi - lo,
+                          b.y + size_t(lo - start) * b.ldy, b.ldy});
+        start += b.m;
       }
+      packed_gemm(*pw, mine, 0, panels, round_w);
+    }
   }
 }
 
 }  // namespace
 
 bool pairs_blocks(const Linear& l) {
-  return panel_count(l) < omp_get_max_threads();
+  return panel_count(l) < omp_get_max_threads() && gemm_info().bf16_native &&
+         l.w->dtype == DType::kBF16;
 }
 
 void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDType dt) {
@@ -206,25 +190,20 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDT
 
 void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy, ComputeDType dt) {
   if (ldy == 0) ldy = l.out;
-  // A block's product is one GEMM call per weight panel, of the block's own shape, and the
-  // library runs every call on the calling thread (ops/gemm.h): so its bits are those of
-  // linear() on it alone whichever thread runs it. Blocks large enough to split by panels do
-  // so, as alone; the others (and stacked tiles) go to the threads as (panel, block) pairs where
-  // there are fewer panels than threads (the small models, whose products are one panel and
-  // would otherwise run on one thread); with enough panels they split by panel like any product,
-  // each panel widened once.
-  thread_local std::vector<LinearRows> parallel, pairs;
-  parallel.clear();
-  pairs.clear();
-  const bool pair_blocks = pairs_blocks(l);
-  for (const LinearRows& b : blocks)
-    ((b.tile || !parallel_rows(b.n, l)) && pair_blocks ? pairs : parallel).push_back(b);
-  if (!parallel.empty()) {
-    // A lone small product stays on the calling thread: a parallel region costs more than it saves.
-    const bool one = parallel.size() == 1 && !parallel_rows(parallel[0].n, l);
-    linear_blocks(parallel, l, ldy, dt, one ? Spread::kSerial : Spread::kPanels);
+  if (native_bf16(l, dt))
+    linear_native_bf16(blocks, l, ldy);
+  else
+    linear_packed(blocks, l, ldy, dt);
+  if (l.b != nullptr) {
+    thread_local std::vector<float> bias;
+    if (bias.size() < size_t(l.out)) bias.resize(l.out);
+    to_f32(l.b->dtype, l.b->data, bias.data(), l.out);
+    for (const LinearRows& b : blocks)
+      for (int i = 0; i < b.n; ++i) {
+        float* yi = b.y + size_t(i) * ldy;
+        for (int o = 0; o < l.out; ++o) yi[o] += bias[o];
+      }
   }
-  if (!pairs.empty()) linear_blocks(pairs, l, ldy, dt, Spread::kPairs);
 }
 
 void linear_ref(const float* x, int n, const Linear& l, float* y, ComputeDType dt) {

@@ -1,9 +1,12 @@
-// y = x W^T (+ b) with W kept in its stored dtype (bf16/f16/f32), on the GEMM backend of
-// ops/gemm.h. f32 weights are multiplied in place; 16-bit weights are widened to f32 panel by
-// panel into per-thread scratch (no f32 copy of the model ever exists), or, in bf16 compute on a
-// CPU with bf16 dot products, multiplied as they are stored.
+// y = x W^T (+ b) with W in its stored dtype (bf16/f16/f32) on the packed-weight micro-kernels
+// of ops/packed_gemm.h: weights packed once (pack_linear, at model load) into K-major panels of
+// the same bytes, widened in registers, one f32 FMA chain per output in ascending k, so a row's
+// bits do not depend on the rows beside it, the tiling, the threads or the instruction set. In
+// bf16 compute on a CPU whose bf16 dot-product kernel (oneDNN) measured faster, bf16 weights are
+// multiplied by it instead (ops/gemm.h, bf16_native).
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 
@@ -20,12 +23,21 @@ enum class ComputeDType { kF32, kBF16 };
 ComputeDType parse_compute_dtype(const std::string& s);  // "fp32" | "bf16"; throws otherwise
 const char* compute_dtype_name(ComputeDType d);
 
+struct PackedWeight;
+
 struct Linear {
   const TensorView* w = nullptr;  // [out, in]
   const TensorView* b = nullptr;  // [out] or null
   int out = 0;
   int in = 0;
+  // `w` packed for the micro-kernels (pack_linear); null: each product packs it anew (tests,
+  // one-off products), same bits, slower.
+  std::shared_ptr<const PackedWeight> packed = nullptr;
 };
+
+// Packs l.w for the kernels of the dispatched instruction set (util/cpu_isa.h), on the OpenMP
+// threads. Idempotent.
+void pack_linear(Linear& l);
 
 // x: [n, in] f32, y: [n, out] f32 (row stride `ldy`, default out).
 void linear(const float* x, int n, const Linear& l, float* y, int ldy = 0,
@@ -36,29 +48,31 @@ struct LinearRows {
   const float* x = nullptr;
   int n = 0;
   float* y = nullptr;
-  // A tile of a stacked product (model/stacked_gemm.h): rows of several canvases, a shape no lone
-  // forward has, so it owes no forward its threading context. Tiles run side by side, one GEMM
-  // per thread; whether that gives every row its lone forward's bits is what
-  // stacked_gemm_exact checks.
+  // A tile of a stacked product (model/stacked_gemm.h): rows of several canvases. With the
+  // packed kernels a tile is multiplied like any block (a row's bits do not depend on its
+  // neighbours); the flag is kept for callers and for the oneDNN bf16 path, which runs tiles
+  // side by side, one GEMM per thread.
   bool tile = false;
 };
 
 // The same weights applied to several independent row blocks (the canvases of a batched
-// forward). Each weight panel is widened once and multiplied with every block in a GEMM call of
-// that block's own shape, so every block's result is bit-identical to linear() on it alone: a
-// GEMM library may pick other kernels, hence other summation orders, for another row count.
-// Blocks marked `tile` are spread over the threads instead (each panel widened once per thread).
+// forward), in one pass: the threads split the weight's panels (or, for a weight of few panels,
+// the rows), and each panel's K block is multiplied with every block's rows while it is in
+// cache. Every block's result is bit-identical to linear() on it alone (one FMA chain per
+// output; on the oneDNN bf16 path, one GEMM call per block of its own shape).
 void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy = 0,
                     ComputeDType dt = ComputeDType::kF32);
 
-// Whether linear_grouped spreads small blocks and tiles of `l` over the threads as (panel,
-// block) pairs (a weight of fewer panels than threads), rather than splitting it by panel.
+// Whether linear_grouped spreads small blocks and tiles of `l` over the threads one block per
+// thread (the oneDNN bf16 path on a weight of fewer panels than threads) rather than splitting
+// every block's work across them; a stacked layout then gives each thread an equal share.
 bool pairs_blocks(const Linear& l);
 
 // Makes BLAS calls single-threaded (the engine parallelises around them). Idempotent.
 void blas_use_one_thread();
 
-// Scalar reference twin (double accumulation) for tests; kBF16 rounds x and W to bf16 first.
+// Scalar reference (double accumulation) for tests; kBF16 rounds x and W to bf16 first. (The
+// packed kernels' bit-exact twin is gemm_fma_ref in ops/packed_gemm.h.)
 void linear_ref(const float* x, int n, const Linear& l, float* y,
                 ComputeDType dt = ComputeDType::kF32);
 

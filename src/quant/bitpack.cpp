@@ -328,38 +328,12 @@ void dequant_row(Isa isa, const uint8_t* packed, int n, int bits, const float* l
   }
 }
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kScalar:
-      break;
-  }
-  return "scalar";
-}
-
+// DLLMQ_QUANT_ISA (kept from before the shared switch) overrides DLLMQ_ISA for the dequantization
+// kernels alone; otherwise they follow the engine's dispatch (util/cpu_isa.h).
 Isa select_isa() {
   const char* env = std::getenv("DLLMQ_QUANT_ISA");
-  if (env != nullptr && *env != '\0') {
-    const std::string_view want(env);
-    Isa isa;
-    if (want == "scalar") {
-      isa = Isa::kScalar;
-    } else if (want == "avx2") {
-      isa = Isa::kAvx2;
-    } else if (want == "avx512") {
-      isa = Isa::kAvx512;
-    } else {
-      fail("DLLMQ_QUANT_ISA={}: expected scalar, avx2 or avx512", want);
-    }
-    if (!isa_available(isa)) fail("DLLMQ_QUANT_ISA={}: this CPU does not support it", want);
-    return isa;
-  }
-  if (isa_available(Isa::kAvx512)) return Isa::kAvx512;
-  if (isa_available(Isa::kAvx2)) return Isa::kAvx2;
-  return Isa::kScalar;
+  if (env != nullptr && *env != '\0') return parse_isa("DLLMQ_QUANT_ISA", env);
+  return dispatch_isa();
 }
 
 // Chosen on first use; a bad DLLMQ_QUANT_ISA throws on every call since the static stays unset.
@@ -375,21 +349,6 @@ void check_dequant_args(const char* what, int n, int bits, int group) {
 }
 
 }  // namespace
-
-bool isa_available(Isa isa) {
-  __builtin_cpu_init();
-  switch (isa) {
-    case Isa::kScalar:
-      return true;
-    case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
-    case Isa::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
-  }
-  return false;
-}
 
 size_t packed_row_bytes(int n, int bits) {
   return (static_cast<size_t>(n) * static_cast<size_t>(bits) + 7) / 8;

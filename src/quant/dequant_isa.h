@@ -5,12 +5,9 @@
 
 #include <cstdint>
 
+#include "util/cpu_isa.h"
+
 namespace dllmq {
-
-enum class Isa { kScalar, kAvx2, kAvx512 };
-
-// Whether this CPU (and OS) can run `isa`'s kernels. kScalar is always available.
-bool isa_available(Isa isa);
 
 // As dequant_uniform_row / dequant_lut_row, on `isa`; an unavailable isa throws dllmq::Error.
 void dequant_uniform_row_isa(Isa isa, const uint8_t* packed, int n, int bits, const float* scale,

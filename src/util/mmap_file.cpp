@@ -123,6 +123,12 @@ MappedFile::~MappedFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void release_mapped_pages(const void* p, size_t n) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (uintptr_t(p) + page - 1) / page * page, e = (uintptr_t(p) + n) / page * page;
+  if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
 void MappedFile::check_unchanged() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail("{}: cannot stat: {}", path_, std::strerror(errno));

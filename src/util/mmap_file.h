@@ -42,4 +42,10 @@ class MappedFile {
   int slot_ = -1;  // entry in the SIGBUS handler's table of mappings
 };
 
+// Drops the resident pages wholly inside [p, p + n) of a read-only private file mapping (a
+// MappedFile's): they leave the process's resident set, and a later read pages them in again
+// from the file (same bytes). For weights that were copied elsewhere (packed at load). Pages
+// shared with bytes outside the range are kept.
+void release_mapped_pages(const void* p, size_t n);
+
 }  // namespace dllmq

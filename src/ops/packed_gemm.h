@@ -1,0 +1,67 @@
+// Projection weights packed once, at load, into the layout the micro-kernels stream, and the
+// product over them: y = x W^T with f32 activations and the weights in their stored dtype (bf16,
+// f16 or f32), widened in registers, f32 FMA, one accumulation chain per output in ascending k.
+//
+// Layout: W [n, k] is cut into panels of 2 * lanes columns (16 for AVX2 and the scalar kernels,
+// 32 for AVX-512; the last panel padded with zeros); each panel holds its columns' weights
+// k-major (for each k, its 2 * lanes weights next to each other) in the stored dtype, so the
+// packed copy has the checkpoint's bytes (plus the padding). Within a k row, bf16 interleaves the
+// panel's two halves (slot 2i = column i, slot 2i + 1 = column lanes + i) so that one load widens
+// to two f32 vectors with a shift and a mask (ops/packed_kernel_impl.h).
+//
+// Bits: every output is fmaf(x[k], w[k], acc) for k = 0, 1, ..., k - 1 from acc = 0, on every
+// instruction set, row count, tiling and thread split; gemm_fma_ref is that loop written plainly
+// on the unpacked weights, and tests demand equality.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "io/dtype.h"
+#include "ops/packed_kernel.h"
+#include "util/cpu_isa.h"
+
+namespace dllmq {
+
+struct PackedWeight {
+  DType dtype = DType::kF32;
+  int n = 0, k = 0;
+  Isa isa = Isa::kScalar;  // the kernels it was packed for (their vector width sets the layout)
+  int lanes = 8;           // floats per vector of the layout: panels of 2 * lanes columns
+  int panels() const { return (n + 2 * lanes - 1) / (2 * lanes); }
+  size_t bytes() const { return size_t(panels()) * 2 * lanes * size_t(k) * dtype_size(dtype); }
+  const void* data() const { return buf.get(); }
+
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> buf;  // 64-byte aligned
+};
+
+// Floats per vector of `isa`'s layout (16 for AVX-512, else 8).
+int isa_lanes(Isa isa);
+
+// Packs w [n, k] (row-major, `dt`) for `isa`'s kernels; panels packed on the OpenMP threads when
+// `parallel`.
+std::shared_ptr<const PackedWeight> pack_weight(const void* w, DType dt, int n, int k, Isa isa,
+                                                bool parallel = true);
+
+// Panels [p0, p1) of `w` applied to every block (y columns of those panels only, overwritten).
+// `round_w`: round each widened weight to bf16 first (bf16 compute on f32/f16 weights).
+// `scalar`: run the portable kernel on the same packed data instead of `w.isa`'s (the twin).
+// Runs on the calling thread.
+void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
+                 bool round_w, bool scalar = false);
+
+// The definition, plainly: y[i, c] = fmaf chain over ascending k of x[i, k] * w[c, k] (widened
+// from `dt`, bf16-rounded first when `round_w`), from 0. w: the unpacked [n, k] weights.
+void gemm_fma_ref(const float* x, int m, int ldx, const void* w, DType dt, int n, int k,
+                  bool round_w, float* y, int ldy);
+
+// One core's f32 FMA rate in GFLOP/s on `isa`'s vectors (independent chains, no memory), best of
+// repeats lasting `min_s` seconds in all; 0 for kScalar.
+double measure_fma_peak_gflops(Isa isa, double min_s = 0.2);
+
+}  // namespace dllmq

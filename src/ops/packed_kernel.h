@@ -1,0 +1,53 @@
+// Internal interface of the packed-weight GEMM micro-kernels (ops/packed_gemm.h is the public
+// one). Each instruction set's kernels are one translation unit compiled with that set's target
+// flags (packed_kernel_{scalar,avx2,avx512}.cpp, all instantiating packed_kernel_impl.h), so this
+// header includes nothing that could be instantiated there and linked into portable code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dllmq::kern {
+
+// Stored dtype of the packed weights.
+enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+
+// One block of rows: x [m, k] (row stride ldx) times the weights -> y [m, n] (row stride ldy).
+struct Block {
+  const float* x;
+  ptrdiff_t ldx;
+  int m;
+  float* y;
+  ptrdiff_t ldy;
+};
+
+// Panels [p0, p1) of packed weights (layout in packed_gemm.h) applied to every block.
+struct GemmArgs {
+  const Block* blocks;
+  int n_blocks;
+  const void* w;  // the first panel of the weight
+  WType wtype;
+  int n, k;        // columns (output features) and reduction length of the whole weight
+  int lanes;       // floats per vector of the layout: a panel is 2 * lanes columns
+  int p0, p1;      // panels to compute
+  bool round_w;    // round each (widened) weight to bf16 first (bf16 compute, non-bf16 weights)
+};
+
+// y = x W^T over the panels, one f32 FMA chain per output in ascending k starting from 0:
+// every output's bits are those of the scalar `fmaf` loop, whatever the kernel, row count,
+// tiling or thread. lanes 8: scalar8 / avx2; lanes 16: scalar16 / avx512.
+void gemm_scalar8(const GemmArgs& a);
+void gemm_scalar16(const GemmArgs& a);
+void gemm_avx2(const GemmArgs& a);
+void gemm_avx512(const GemmArgs& a);
+
+// Independent FMA chains (12 AVX2 / 24 AVX-512 vectors) for `iters` rounds on one thread: the
+// core's f32 FMA peak is flops / time (measure_fma_peak_gflops). Returns a value that depends on
+// every chain.
+float fma_burn_avx2(long iters, float seed);
+float fma_burn_avx512(long iters, float seed);
+// FLOPs per round of each burn loop.
+inline constexpr long kBurnFlopsAvx2 = 12 * 8 * 2;
+inline constexpr long kBurnFlopsAvx512 = 24 * 16 * 2;
+
+}  // namespace dllmq::kern

@@ -1,0 +1,61 @@
+// The packed-weight GEMM for AVX-512 (F, BW, VL, DQ) + FMA + F16C (compiled with those flags only
+// in this file; called only where cpu_isa.h says the CPU has them). 16 floats per vector, 32-column
+// panels, 8-row tiles: 16 accumulators cover the 4-cycle FMA latency on two FMA pipes, with the
+// two widened weight vectors and a broadcast in 19 of the 32 registers.
+// GCC 12 flags the deliberately undefined registers inside avx512fintrin.h's own intrinsics as
+// maybe-uninitialized (GCC bug 105593) once they inline here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "ops/packed_kernel.h"
+#include "ops/packed_kernel_impl.h"
+
+namespace dllmq::kern {
+namespace {
+
+struct Avx512 {
+  static constexpr int W = 16;
+  static constexpr int MR = 8;
+  using R = __m512;
+  static inline __attribute__((always_inline)) R zero() { return _mm512_setzero_ps(); }
+  static inline __attribute__((always_inline)) R bcast(const float* p) {
+    return _mm512_set1_ps(*p);
+  }
+  static inline __attribute__((always_inline)) R fma(R a, R b, R c) {
+    return _mm512_fmadd_ps(a, b, c);
+  }
+  static inline __attribute__((always_inline)) R load(const float* p) {
+    return _mm512_loadu_ps(p);
+  }
+  static inline __attribute__((always_inline)) void store(float* p, R v) {
+    _mm512_storeu_ps(p, v);
+  }
+  // 32 bf16 as 16 pairs: the low halves (columns 0..15) shifted up, the high ones masked.
+  static inline __attribute__((always_inline)) void bf16_pair(const uint16_t* p, R& lo, R& hi) {
+    const __m512i v = _mm512_loadu_si512(p);
+    lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    hi = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(-65536)));
+  }
+  static inline __attribute__((always_inline)) R f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  // Nearest bf16, ties to even (finite values), as round_to_bf16 in ops/linear.h.
+  static inline __attribute__((always_inline)) R round_bf16(R x) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd);
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(-65536)));
+  }
+};
+
+}  // namespace
+
+void gemm_avx512(const GemmArgs& a) {
+  run_gemm<Avx512>(a);
+}
+
+float fma_burn_avx512(long iters, float seed) {
+  return fma_burn<Avx512, 24>(iters, seed);
+}
+
+}  // namespace dllmq::kern

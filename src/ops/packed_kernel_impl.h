@@ -1,0 +1,200 @@
+// The packed-weight GEMM, written once for every vector width: instantiated by
+// packed_kernel_{scalar,avx2,avx512}.cpp with a traits class V (its vector type R, W floats per
+// vector, and the handful of operations below), each translation unit compiled for its own
+// instruction set. Include nothing here that portable code could also instantiate: the linker
+// might keep this unit's (e.g. AVX-512) copy of an inline function for everyone.
+//
+// Layout (ops/packed_gemm.h): the weight W [n, k] is cut into panels of NR = 2W columns; a panel
+// stores, for k = 0, 1, ..., the NR weights of its columns (K-major), in the stored dtype. f32
+// and f16 keep column order; bf16 interleaves the two halves (slot 2i = column i, slot 2i+1 =
+// column W + i), so one load of 2W bf16 values widens to two f32 vectors with a shift and a mask.
+//
+// The micro-kernel is an outer product: for each k, the NR weights of a panel (widened in
+// registers) times each of MR broadcast activations, into MR x 2 accumulators by FMA. Every
+// output is one chain fma(x[k], w[k], acc) in ascending k from acc = 0, so its bits are the
+// scalar `fmaf` loop's whatever the row tile, panel group, K block (the chain pauses in y between
+// K blocks, exactly) or thread.
+#pragma once
+
+namespace dllmq::kern {
+
+template <class V, WType T, bool RW>
+struct PackedGemm {
+  using R = typename V::R;
+  static constexpr int W = V::W;
+  static constexpr int NR = 2 * W;
+  static constexpr int ESZ = T == WType::kF32 ? 4 : 2;
+  static constexpr ptrdiff_t KSTRIDE = ptrdiff_t(NR) * ESZ;  // bytes per k of a panel
+  static constexpr int MR = V::MR;                            // rows of a full tile
+
+  // The NR weights of one k of a panel as two f32 vectors (columns [0, W) and [W, 2W)).
+  static inline __attribute__((always_inline)) void load_w(const unsigned char* p, R& lo, R& hi) {
+    if constexpr (T == WType::kF32) {
+      lo = V::load(reinterpret_cast<const float*>(p));
+      hi = V::load(reinterpret_cast<const float*>(p) + W);
+    } else if constexpr (T == WType::kBF16) {
+      V::bf16_pair(reinterpret_cast<const uint16_t*>(p), lo, hi);
+    } else {
+      lo = V::f16(reinterpret_cast<const uint16_t*>(p));
+      hi = V::f16(reinterpret_cast<const uint16_t*>(p) + W);
+    }
+    if constexpr (RW && T != WType::kBF16) {
+      lo = V::round_bf16(lo);
+      hi = V::round_bf16(hi);
+    }
+  }
+
+  // Columns [c, c + cnt) of a vector to/from memory, cnt in [0, W].
+  static inline void store_cols(float* y, R v, int cnt) {
+    if (cnt >= W) {
+      V::store(y, v);
+      return;
+    }
+    float t[W];
+    V::store(t, v);
+    for (int i = 0; i < cnt; ++i) y[i] = t[i];
+  }
+  static inline R load_cols(const float* y, int cnt) {
+    if (cnt >= W) return V::load(y);
+    float t[W];
+    for (int i = 0; i < W; ++i) t[i] = i < cnt ? y[i] : 0.0f;
+    return V::load(t);
+  }
+
+  // Rows [0, R_) of x times NP consecutive panels (w: the first, at this K block's first k;
+  // pstride bytes apart), kc values of k. `valid`: columns of y from the first panel's first
+  // column that exist. `first`: the chains start here (else they continue from y).
+  template <int R_, int NP>
+  static void tile(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
+                   bool first, float* y, ptrdiff_t ldy, int valid) {
+    R acc[R_][2 * NP];
+    const bool full = valid >= NP * NR;
+#pragma GCC unroll 16
+    for (int r = 0; r < R_; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < 2 * NP; ++j)
+        acc[r][j] = first ? V::zero()
+                    : full ? V::load(y + r * ldy + j * W)
+                           : load_cols(y + r * ldy + j * W, valid - j * W);
+    for (int kk = 0; kk < kc; ++kk) {
+      R b[2 * NP];
+#pragma GCC unroll 16
+      for (int p = 0; p < NP; ++p) load_w(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1]);
+#pragma GCC unroll 16
+      for (int r = 0; r < R_; ++r) {
+        const R a = V::bcast(x + r * ldx + kk);
+#pragma GCC unroll 16
+        for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R_; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < 2 * NP; ++j) {
+        if (full)
+          V::store(y + r * ldy + j * W, acc[r][j]);
+        else
+          store_cols(y + r * ldy + j * W, acc[r][j], valid - j * W);
+      }
+  }
+
+  // Panels [p, pe) for rows [0, R_): one or two rows take several panels at once, so that the
+  // accumulators still cover the FMA latency.
+  template <int R_>
+  static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride,
+                   int kc, bool first, float* y, ptrdiff_t ldy, int p, int pe, int n) {
+    constexpr int NP = R_ == 1 ? 4 : R_ == 2 ? 2 : 1;
+    for (; p + NP <= pe; p += NP)
+      tile<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR);
+    for (; p < pe; ++p)
+      tile<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR);
+  }
+
+  using RowsFn = void (*)(const float*, ptrdiff_t, const unsigned char*, ptrdiff_t, int, bool,
+                          float*, ptrdiff_t, int, int, int);
+  static RowsFn rows_fn(int r);
+
+  // Reduction values per K block: the block's activations of every row (rows x kc floats) stay
+  // in L2 (~192 KiB of it) while the panels stream past them once.
+  static int k_block(int total_rows, int k) {
+    int kc = 49152 / (total_rows > 0 ? total_rows : 1);
+    kc = kc < 128 ? 128 : kc;
+    kc = (kc + 7) / 8 * 8;
+    return kc > k ? k : kc;
+  }
+
+  static void run(const GemmArgs& a) {
+    int total = 0;
+    for (int b = 0; b < a.n_blocks; ++b) total += a.blocks[b].m;
+    if (total <= 0 || a.p1 <= a.p0) return;
+    const int kc = k_block(total, a.k);
+    const auto* w0 = static_cast<const unsigned char*>(a.w);
+    const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
+    constexpr int kGroup = 4;  // panels whose K block stays cached while every row passes
+    for (int k0 = 0; k0 < a.k; k0 += kc) {
+      const int kcur = a.k - k0 < kc ? a.k - k0 : kc;
+      const bool first = k0 == 0;
+      for (int pg = a.p0; pg < a.p1; pg += kGroup) {
+        const int pe = pg + kGroup < a.p1 ? pg + kGroup : a.p1;
+        for (int b = 0; b < a.n_blocks; ++b) {
+          const Block& bl = a.blocks[b];
+          for (int r = 0; r < bl.m; r += MR) {
+            const int nr = bl.m - r < MR ? bl.m - r : MR;
+            rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
+                        bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n);
+          }
+        }
+      }
+    }
+  }
+};
+
+template <class V, WType T, bool RW>
+typename PackedGemm<V, T, RW>::RowsFn PackedGemm<V, T, RW>::rows_fn(int r) {
+  static_assert(V::MR == 6 || V::MR == 8, "row tiles of 6 or 8");
+  if constexpr (V::MR == 6) {
+    static constexpr RowsFn fns[] = {&rows<1>, &rows<2>, &rows<3>, &rows<4>, &rows<5>, &rows<6>};
+    return fns[r - 1];
+  } else {
+    static constexpr RowsFn fns[] = {&rows<1>, &rows<2>, &rows<3>, &rows<4>,
+                                     &rows<5>, &rows<6>, &rows<7>, &rows<8>};
+    return fns[r - 1];
+  }
+}
+
+template <class V>
+void run_gemm(const GemmArgs& a) {
+  const bool rw = a.round_w;
+  switch (a.wtype) {
+    case WType::kF32:
+      return rw ? PackedGemm<V, WType::kF32, true>::run(a) : PackedGemm<V, WType::kF32, false>::run(a);
+    case WType::kBF16:
+      return PackedGemm<V, WType::kBF16, false>::run(a);  // bf16 weights need no rounding
+    case WType::kF16:
+      return rw ? PackedGemm<V, WType::kF16, true>::run(a) : PackedGemm<V, WType::kF16, false>::run(a);
+  }
+}
+
+// kChains independent FMA chains for `iters` rounds, no memory traffic: the core's FMA peak.
+template <class V, int kChains>
+float fma_burn(long iters, float seed) {
+  typename V::R acc[kChains];
+  float lane[V::W];
+  for (int i = 0; i < kChains; ++i) {
+    for (float& l : lane) l = seed + float(i);
+    acc[i] = V::load(lane);
+  }
+  const float mf = 0.999999f, cf = 1e-7f;
+  const typename V::R m = V::bcast(&mf), c = V::bcast(&cf);
+  for (long t = 0; t < iters; ++t)
+#pragma GCC unroll 32
+    for (int i = 0; i < kChains; ++i) acc[i] = V::fma(acc[i], m, c);
+  float sum = 0.0f;
+  for (int i = 0; i < kChains; ++i) {
+    V::store(lane, acc[i]);
+    sum += lane[0] + lane[V::W - 1];
+  }
+  return sum;
+}
+
+}  // namespace dllmq::kern
