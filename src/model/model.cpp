@@ -72,11 +72,19 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
 // the calibration gradient) pages it in again from the file: same bytes.
 void Model::pack_weights() {
   auto pack = [](Linear& l) {
+    if (l.w == nullptr) return;  // unset: the dense MLP of a MoE layer
     pack_linear(l);
     release_mapped_pages(l.w->data, l.w->nbytes);
   };
-  for (LayerWeights& L : w_.layers)
+  for (LayerWeights& L : w_.layers) {
     for (Linear* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) pack(*p);
+    if (L.moe) {  // the router and every expert, shared ones included (model/moe.h)
+      pack(L.moe->router);
+      for (auto* group : {&L.moe->experts, &L.moe->shared})
+        for (SwiGlu& e : *group)
+          for (Linear* p : {&e.gate, &e.up, &e.down}) pack(*p);
+    }
+  }
   pack(w_.lm_head);
 }
 

@@ -48,7 +48,7 @@ bool topk_before(const std::pair<float, int64_t>& x, const std::pair<float, int6
 
 }  // namespace
 
-std::shared_ptr<const MoeFfn> bind_moe_ffn(TensorBinder& b, const ModelConfig& cfg, int layer,
+std::shared_ptr<MoeFfn> bind_moe_ffn(TensorBinder& b, const ModelConfig& cfg, int layer,
                                            const std::string& prefix) {
   const MoeConfig& mc = cfg.moe;
   const int d = cfg.d_model;

@@ -48,7 +48,7 @@ struct MoeFfn {
 
 // Binds layer `layer`'s MoE tensors (prefix "model.layers.N."); throws naming the tensor or the
 // config field on a missing expert, an expert count other than num_experts, or a wrong shape.
-std::shared_ptr<const MoeFfn> bind_moe_ffn(TensorBinder& b, const ModelConfig& cfg, int layer,
+std::shared_ptr<MoeFfn> bind_moe_ffn(TensorBinder& b, const ModelConfig& cfg, int layer,
                                            const std::string& prefix);
 
 // Parameters a token uses in one MoE layer: router, top_k experts, the shared expert.

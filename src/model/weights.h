@@ -22,7 +22,7 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;  // [head_dim]: per-head RMSNorm before RoPE, or empty
   std::vector<float> ffn_norm;        // [d_model]
   Linear gate, up, down;  // dense MLP: gate/up: [mlp, d], down: [d, mlp]; unset in MoE layers
-  std::shared_ptr<const MoeFfn> moe;  // routed experts in place of the dense MLP, or null
+  std::shared_ptr<MoeFfn> moe;  // routed experts in place of the dense MLP, or null
 };
 
 struct ModelWeights {
