@@ -151,7 +151,8 @@ void BM_PackedProjection(benchmark::State& st) {
   dllmq::pack_linear(l);
   const auto dt = st.range(1) ? dllmq::ComputeDType::kBF16 : dllmq::ComputeDType::kF32;
   for (auto _ : st) dllmq::linear(x.data(), n, l, y.data(), 0, dt);
-  st.SetLabel(std::string("packed ") + dllmq::gemm_info().proj_isa + (st.range(1) ? " bf16" : " fp32"));
+  st.SetLabel(std::string("packed ") + dllmq::gemm_info().proj_isa +
+              (st.range(1) ? " bf16" : " fp32"));
   st.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * n * kD * kD * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }

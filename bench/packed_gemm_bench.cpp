@@ -49,7 +49,8 @@ void BM_PackedGemm(benchmark::State& st) {
   std::vector<uint16_t> wb(wf.size());
   for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
   if (which == 0) {
-    if (dt == DType::kBF16) for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_f32(wb[i]);
+    if (dt == DType::kBF16)
+      for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_f32(wb[i]);
     for (auto _ : st) {
 #pragma omp parallel num_threads(1)
       sgemm_nt(m, kN, k, x.data(), k, wf.data(), k, y.data(), kN);
@@ -63,12 +64,13 @@ void BM_PackedGemm(benchmark::State& st) {
     st.SetLabel(std::string("packed ") + isa_name(isa) + (dt == DType::kBF16 ? " bf16" : " f32"));
   }
   const double flops = 2.0 * m * kN * k;
-  st.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   const Isa pisa = which == 0 ? best_isa() : isa;
   st.counters["peak"] = peak(pisa);
   // Share of the core's FMA peak (the oneDNN rows against the best ISA's).
-  st.counters["pct_peak"] =
-      benchmark::Counter(flops * 1e-9 * 100.0 / peak(pisa), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["pct_peak"] = benchmark::Counter(flops * 1e-9 * 100.0 / peak(pisa),
+                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {

@@ -13,11 +13,16 @@ namespace {
 // writing; the harness checks the mechanism, not this list's freshness.
 const std::vector<std::string>& eval_flags() {
   static const std::vector<std::string> f = {
-      "task", "data", "out", "model", "limit", "chat", "subset", "resume", "json", "workers",
-      "timeout", "math-phase-timeout", "mem-mb", "fake", "fake-delay-ms", "details", "shots",
-      "gen-length", "block-length", "steps", "threshold", "factor", "cache", "alg", "temperature",
-      "top-p", "top-k", "alg-temp", "eps", "cfg-scale", "seed", "kv", "kv-bits", "kv-bits-k",
-      "kv-bits-v", "kv-group", "calib", "kv-channels", "dtype", "threads"};
+      "task",        "data",        "out",           "model",
+      "limit",       "chat",        "subset",        "resume",
+      "json",        "workers",     "timeout",       "math-phase-timeout",
+      "mem-mb",      "fake",        "fake-delay-ms", "details",
+      "shots",       "gen-length",  "block-length",  "steps",
+      "threshold",   "factor",      "cache",         "alg",
+      "temperature", "top-p",       "top-k",         "alg-temp",
+      "eps",         "cfg-scale",   "seed",          "kv",
+      "kv-bits",     "kv-bits-k",   "kv-bits-v",     "kv-group",
+      "calib",       "kv-channels", "dtype",         "threads"};
   return f;
 }
 

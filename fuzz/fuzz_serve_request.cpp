@@ -17,13 +17,13 @@
 
 #include <httplib.h>
 
-#include "settings/text_codec.h"
 #include "decode/generate.h"
 #include "fuzz_util.h"
 #include "io/model_config.h"
 #include "serve/api_error.h"
 #include "serve/request.h"
 #include "serve/request_body.h"
+#include "settings/text_codec.h"
 
 namespace {
 
@@ -165,8 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool chat = data[0] & 1;
   const int framing = transport & 3;
   static const char* kTypes[4] = {"application/json", "application/x-www-form-urlencoded",
-                                  "text/plain; charset=utf-8",
-                                  "multipart/form-data; boundary=xyz"};
+                                  "text/plain; charset=utf-8", "multipart/form-data; boundary=xyz"};
   const int type = (transport >> 2) & 3;
   std::string raw;
   if (framing >= 2) {

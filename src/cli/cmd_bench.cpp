@@ -15,9 +15,9 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "cli/settings_names.h"
 #include "cli/model_names.h"
 #include "cli/openmp_policy.h"
+#include "cli/settings_names.h"
 #include "decode/generate.h"
 #include "ops/gemm.h"
 #include "ops/gemm_peak.h"

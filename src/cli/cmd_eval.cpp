@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/settings_names.h"
 #include "cli/model_names.h"
+#include "cli/settings_names.h"
 #include "decode/generate.h"
 #include "eval/data.h"
 #include "eval/math_equiv_client.h"

@@ -8,8 +8,8 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "cli/settings_names.h"
 #include "cli/model_names.h"
+#include "cli/settings_names.h"
 #include "decode/generate.h"
 #include "util/error.h"
 #include "util/memory.h"

@@ -29,8 +29,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "cli/grid_slurm.h"
 #include "cli/grid_config.h"
+#include "cli/grid_slurm.h"
 #include "cli/plot_helper.h"
 #include "eval/data.h"
 #include "eval/run.h"

@@ -58,13 +58,11 @@ void register_inspect(CLI::App& app) {
     if (c.moe.enabled()) {
       int n_moe = 0;
       for (int l = 0; l < c.n_layers; ++l) n_moe += c.moe.is_moe(l);
-      j["moe"] = {{"n_experts", c.moe.n_experts},
-                  {"top_k", c.moe.top_k},
-                  {"expert_hidden", c.moe.expert_hidden},
-                  {"shared_expert_hidden", c.moe.shared_hidden},
-                  {"dense_hidden", c.moe.dense_hidden},
-                  {"moe_layers", n_moe},
-                  {"router_expert_bias", c.moe.expert_bias}};
+      j["moe"] = {
+          {"n_experts", c.moe.n_experts},           {"top_k", c.moe.top_k},
+          {"expert_hidden", c.moe.expert_hidden},   {"shared_expert_hidden", c.moe.shared_hidden},
+          {"dense_hidden", c.moe.dense_hidden},     {"moe_layers", n_moe},
+          {"router_expert_bias", c.moe.expert_bias}};
       j["qk_norm"] = c.qk_norm;
       // Bytes of the weights one token reads (its experts, not the others').
       const double frac = double(m->weights().n_active_params) / double(m->weights().n_params);
@@ -82,12 +80,13 @@ void register_inspect(CLI::App& app) {
     fmt::print("heads          {} query, {} KV (head dim {}){}\n", c.n_heads, c.n_kv_heads,
                c.head_dim, c.n_heads != c.n_kv_heads ? ", grouped-query" : "");
     if (c.moe.enabled()) {
-      fmt::print("experts        {} routed, top {}, width {}; shared expert {}; {} of {} layers "
-                 "MoE{}\n",
-                 c.moe.n_experts, c.moe.top_k, c.moe.expert_hidden,
-                 c.moe.shared_hidden ? fmt::format("width {}", c.moe.shared_hidden) : "none",
-                 j["moe"]["moe_layers"].get<int>(), c.n_layers,
-                 c.moe.dense_hidden ? fmt::format(" (dense MLP {})", c.moe.dense_hidden) : "");
+      fmt::print(
+          "experts        {} routed, top {}, width {}; shared expert {}; {} of {} layers "
+          "MoE{}\n",
+          c.moe.n_experts, c.moe.top_k, c.moe.expert_hidden,
+          c.moe.shared_hidden ? fmt::format("width {}", c.moe.shared_hidden) : "none",
+          j["moe"]["moe_layers"].get<int>(), c.n_layers,
+          c.moe.dense_hidden ? fmt::format(" (dense MLP {})", c.moe.dense_hidden) : "");
       fmt::print("qk norm        {}\n", c.qk_norm ? "per-head RMSNorm" : "none");
     } else {
       fmt::print("mlp hidden     {}\n", c.mlp_hidden);

@@ -13,9 +13,9 @@
 #include <httplib.h>
 
 #include "cli/commands.h"
-#include "cli/settings_names.h"
 #include "cli/model_names.h"
 #include "cli/openmp_policy.h"
+#include "cli/settings_names.h"
 #include "ops/gemm.h"
 #include "serve/api_key.h"
 #include "serve/connection_pool.h"
@@ -59,9 +59,10 @@ void check_defaults_decode(const GenerateOptions& opt, const ModelConfig& cfg,
     fail("{} cannot decode: --steps {} exceeds --gen-length {} (requests are refused above it)",
          from, opt.steps, opt.gen_length);
   if (opt.gen_length + 1 > max_positions)
-    fail("{} cannot decode: --gen-length {} leaves no room for a prompt in the canvas of {} "
-         "positions (--max-canvas)",
-         from, opt.gen_length, max_positions);
+    fail(
+        "{} cannot decode: --gen-length {} leaves no room for a prompt in the canvas of {} "
+        "positions (--max-canvas)",
+        from, opt.gen_length, max_positions);
 }
 
 void run(const Args& a) {

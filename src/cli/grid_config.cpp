@@ -41,8 +41,7 @@ struct Checker {
     const std::string near = closest_name(key, known);
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    if (!near.empty())
-      fail("{}: unknown key '{}'{}; did you mean '{}'?", path, key, at, near);
+    if (!near.empty()) fail("{}: unknown key '{}'{}; did you mean '{}'?", path, key, at, near);
     fail("{}: unknown key '{}'{} (known: {})", path, key, at, list);
   }
 
@@ -137,7 +136,8 @@ struct Checker {
   void all(const json& cfg) const {
     if (!cfg.is_object()) fail("{}: a grid config must be a JSON object", path);
     keys(cfg, "", kTopKeys);
-    if (cfg.contains("out") && (!cfg["out"].is_string() || cfg["out"].get_ref<const std::string&>().empty()))
+    if (cfg.contains("out") &&
+        (!cfg["out"].is_string() || cfg["out"].get_ref<const std::string&>().empty()))
       bad("\"out\"", "a non-empty string (the base run directory)", cfg["out"]);
     if (cfg.contains("model") && !cfg["model"].is_string())
       bad("\"model\"", "a string (a model directory)", cfg["model"]);
@@ -163,8 +163,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
-                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }

@@ -4,8 +4,8 @@
 #include <new>
 
 #include "cli/commands.h"
-#include "cli/settings_names.h"
 #include "cli/openmp_policy.h"
+#include "cli/settings_names.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {

@@ -33,9 +33,9 @@ void draw_with_matplotlib(const std::string& script, const nlohmann::json& spec,
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   if (!fs::is_directory(dir)) fail("{}: directory {} does not exist", png, dir.string());
   static std::atomic<int> serial{0};
-  const std::string tmp_png = (dir / fmt::format(".{}.{}-{}.tmp.png", target.filename().string(),
-                                                 ::getpid(), serial++))
-                                  .string();
+  const std::string tmp_png =
+      (dir / fmt::format(".{}.{}-{}.tmp.png", target.filename().string(), ::getpid(), serial++))
+          .string();
   const std::string helper = repo_path("tools/plot/" + script);
   if (helper.empty()) fail("{}: tools/plot/{} not found beside the binary", png, script);
   const std::string spec_path = tmp_png + ".spec.json";

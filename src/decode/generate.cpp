@@ -336,9 +336,10 @@ class Decoder {
     for (size_t i = 0; i < size_t(n) * V; ++i) out[i] = out[i] + w * (cond[i] - out[i]);
     for (size_t i = 0; i < size_t(n) * V; ++i)  // the guidance's: name the scale, not the model
       if (!std::isfinite(out[i]))
-        fail("--cfg-scale {}: the guided logit un + (scale + 1) (cond - un) overflows float at "
-             "token {}; use a smaller scale",
-             opt_.cfg_scale, i % V);
+        fail(
+            "--cfg-scale {}: the guided logit un + (scale + 1) (cond - un) overflows float at "
+            "token {}; use a smaller scale",
+            opt_.cfg_scale, i % V);
     ++nfe_;
     return out;
   }

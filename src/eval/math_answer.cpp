@@ -78,8 +78,9 @@ std::string normalize_final_answer(std::string_view answer) {
   // The dot-star patterns search one start per line (regex.h): linear on a long answer.
   static const Regex dollars(R"((.*?)(\$)(.*?)(\$)(.*))", ""),
       text(R"((\\text\{)(.*?)(\}))", "\\text{"), textbf(R"((\\textbf\{)(.*?)(\}))", "\\textbf{"),
-      overline(R"((\\overline\{)(.*?)(\}))", "\\overline{"), boxed(R"((\\boxed\{)(.*)(\}))", "\\boxed{"),
-      frac(R"((frac)([^{])(.))"), sqrt(R"((sqrt)([^{]))");
+      overline(R"((\\overline\{)(.*?)(\}))", "\\overline{"),
+      boxed(R"((\\boxed\{)(.*)(\}))", "\\boxed{"), frac(R"((frac)([^{])(.))"),
+      sqrt(R"((sqrt)([^{]))");
 
   std::string s = split(answer, "=").back();
   for (const auto& [from, to] : kSubstitutions) s = replace_all(s, from, to);

@@ -151,9 +151,9 @@ bool Regex::locate(Subject& sub, size_t start, bool anchored) const {
       if (locate(sub, p, /*anchored=*/true)) return true;
       // Past the end of p's line: its "\n", or the invalid sequence that ends its fragment.
       const size_t nl = s.substr(0, f->second).find('\n', p);
-      p = nl != std::string_view::npos             ? nl + 1
+      p = nl != std::string_view::npos          ? nl + 1
           : std::next(f) != sub.fragments.end() ? std::next(f)->first
-                                                  : s.size() + 1;
+                                                : s.size() + 1;
     }
     return false;
   }
@@ -170,7 +170,7 @@ bool Regex::locate(Subject& sub, size_t start, bool anchored) const {
     // A start inside a character (never one find_all makes) moves to the next character: with
     // PCRE2_NO_UTF_CHECK an offset there would be undefined behaviour.
     while (from < e && (static_cast<unsigned char>(s[from]) & 0xC0) == 0x80) ++from;
-    if (anchored && from != start) break;  // `start` is not where a character begins
+    if (anchored && from != start) break;          // `start` is not where a character begins
     if (impl_->startline && b > 0 && from == b) {  // no line starts here: after the next "\n"
       const size_t nl = s.substr(0, e).find('\n', b);
       if (nl == std::string_view::npos) {
@@ -185,8 +185,8 @@ bool Regex::locate(Subject& sub, size_t start, bool anchored) const {
     const bool last_is_end = e == s.size() && !(b == e && b > 0);
     const uint32_t opts = PCRE2_NO_UTF_CHECK | (b > 0 ? PCRE2_NOTBOL : 0u) |
                           (last_is_end ? 0u : PCRE2_NOTEOL) | (anchored ? PCRE2_ANCHORED : 0u);
-    rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(s.data() + b), e - b, from - b,
-                     opts, sub.md, impl_->mctx);
+    rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(s.data() + b), e - b, from - b, opts,
+                     sub.md, impl_->mctx);
     base = b;
     if (rc != PCRE2_ERROR_NOMATCH || anchored) break;
   }

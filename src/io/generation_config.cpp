@@ -42,8 +42,7 @@ GenerationDefaults parse_generation_defaults(const std::string& text, const std:
     const auto& v = j["mask_token_id"];
     if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) ||
         v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-      fail("{}: field 'mask_token_id' must be a non-negative integer, got {}", path,
-           json_brief(v));
+      fail("{}: field 'mask_token_id' must be a non-negative integer, got {}", path, json_brief(v));
     d.mask_token_id = v.get<int64_t>();
   }
   return d;
@@ -59,9 +58,10 @@ void check_generation_ids(const GenerationDefaults& d, const ModelConfig& cfg,
     fail("{}: mask_token_id {} is outside the vocabulary [0, {}) of {}", gen, *d.mask_token_id,
          cfg.vocab_size, conf);
   if (*d.mask_token_id != cfg.mask_id)
-    fail("{}: mask_token_id {} contradicts {} (mask_token_id {}); the reference sampler reads "
-         "the first, dllmq the second: make them agree",
-         gen, *d.mask_token_id, conf, cfg.mask_id);
+    fail(
+        "{}: mask_token_id {} contradicts {} (mask_token_id {}); the reference sampler reads "
+        "the first, dllmq the second: make them agree",
+        gen, *d.mask_token_id, conf, cfg.mask_id);
 }
 
 }  // namespace dllmq

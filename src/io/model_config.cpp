@@ -202,13 +202,15 @@ void parse_llada_moe(const Fields& f, const json& j, ModelConfig& c) {
   parse_hf_geometry(f, j, c, 4096);
   if (f.has("partial_rotary_factor") &&
       f.opt_in_range("partial_rotary_factor", 1.0, -1e9, 1e9) != 1.0)
-    fail("{}: field 'partial_rotary_factor' = {}: only 1.0 (RoPE over the whole head) is "
-         "implemented",
-         f.file(), j["partial_rotary_factor"].dump());
+    fail(
+        "{}: field 'partial_rotary_factor' = {}: only 1.0 (RoPE over the whole head) is "
+        "implemented",
+        f.file(), j["partial_rotary_factor"].dump());
   if (f.has("clip_qkv"))
-    fail("{}: unsupported option clip_qkv = {} (dllmq implements LLaDA-MoE without q/k/v "
-         "clipping; expected null)",
-         f.file(), j["clip_qkv"].dump());
+    fail(
+        "{}: unsupported option clip_qkv = {} (dllmq implements LLaDA-MoE without q/k/v "
+        "clipping; expected null)",
+        f.file(), j["clip_qkv"].dump());
   // The reference class defaults rope_theta to -1 (no usable default): it must be given.
   if (!f.has("rope_theta")) fail("{}: missing number field 'rope_theta'", f.file());
   c.rope_theta = f.opt_in_range("rope_theta", 0.0, kMinRopeTheta, 1e12);
@@ -221,15 +223,17 @@ void parse_llada_moe(const Fields& f, const json& j, ModelConfig& c) {
   m.n_experts = f.req_int("num_experts", 1);
   m.top_k = f.req_int("num_experts_per_tok", 1);
   if (m.top_k > m.n_experts)
-    fail("{}: num_experts_per_tok {} exceeds num_experts {}: a token cannot be routed to more "
-         "experts than the layer has",
-         f.file(), m.top_k, m.n_experts);
+    fail(
+        "{}: num_experts_per_tok {} exceeds num_experts {}: a token cannot be routed to more "
+        "experts than the layer has",
+        f.file(), m.top_k, m.n_experts);
   // moe_layer_freq: one entry per layer, 0 = dense MLP, anything else = routed experts (the
   // reference indexes it by layer, so it must be a list covering every layer).
   if (!f.has("moe_layer_freq") || !f.at("moe_layer_freq").is_array())
-    fail("{}: field 'moe_layer_freq' must be a list of {} integers (0: dense layer, 1: MoE "
-         "layer), got {}",
-         f.file(), c.n_layers, f.has("moe_layer_freq") ? f.at("moe_layer_freq").dump() : "none");
+    fail(
+        "{}: field 'moe_layer_freq' must be a list of {} integers (0: dense layer, 1: MoE "
+        "layer), got {}",
+        f.file(), c.n_layers, f.has("moe_layer_freq") ? f.at("moe_layer_freq").dump() : "none");
   const json& freq = f.at("moe_layer_freq");
   if (freq.size() != size_t(c.n_layers))
     fail("{}: field 'moe_layer_freq' has {} entries but num_hidden_layers is {}", f.file(),
@@ -297,9 +301,10 @@ Layout detect_layout(const json& j, const std::string& path, std::string& model_
   const bool agree = !by_type || !by_class || *by_type == *by_class;
   const bool llada_agree = !type_llada_family || !by_class || *by_class != Layout::kDream;
   if (!agree || !llada_agree || (type_known && class_unknown) || (by_class && type_unknown))
-    fail("{}: model_type '{}' and architectures ['{}'] name different architectures (or one dllmq "
-         "does not implement); {}",
-         path, model_type, cls, kSupported);
+    fail(
+        "{}: model_type '{}' and architectures ['{}'] name different architectures (or one dllmq "
+        "does not implement); {}",
+        path, model_type, cls, kSupported);
   Layout layout;
   if (by_class)
     layout = *by_class;
@@ -317,10 +322,11 @@ Layout detect_layout(const json& j, const std::string& path, std::string& model_
     for (const char* k : kMoeFields)
       if (j.contains(k) && !j[k].is_null()) found += (found.empty() ? "" : ", ") + std::string(k);
     if (!found.empty())
-      fail("{}: model_type '{}' with architectures {} is dense LLaDA, but the config has "
-           "mixture-of-experts fields ({}); a LLaDA-MoE checkpoint must name its class "
-           "(architectures ['LLaDAMoEModelLM']), and dllmq does not load an MoE config as dense",
-           path, model_type, cls.empty() ? std::string("absent") : "['" + cls + "']", found);
+      fail(
+          "{}: model_type '{}' with architectures {} is dense LLaDA, but the config has "
+          "mixture-of-experts fields ({}); a LLaDA-MoE checkpoint must name its class "
+          "(architectures ['LLaDAMoEModelLM']), and dllmq does not load an MoE config as dense",
+          path, model_type, cls.empty() ? std::string("absent") : "['" + cls + "']", found);
   }
   return layout;
 }

@@ -315,10 +315,11 @@ double kv_loss_gradient(const Model& m, const ForwardArgs& a, std::span<const Lo
   // would need its own, which does not exist yet: refuse rather than differentiate the wrong
   // function.
   if (m.config().layout == Layout::kLLaDAMoE)
-    fail("{}: gradient-based calibration (Fisher weights, TRACE sensitivities) is not "
-         "implemented for LLaDA-MoE models; KVQuant without --fisher and the uncalibrated KV "
-         "stores work on them",
-         m.dir());
+    fail(
+        "{}: gradient-based calibration (Fisher weights, TRACE sensitivities) is not "
+        "implemented for LLaDA-MoE models; KVQuant without --fisher and the uncalibrated KV "
+        "stores work on them",
+        m.dir());
   Backprop bp(m, a, perturb);
   return bp.run(terms, sink);
 }

@@ -7,12 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "io/generation_config.h"
 #include "model/moe.h"
 #include "model/stacked_gemm.h"
 #include "ops/attention.h"
 #include "ops/gemm.h"
 #include "ops/norm_act.h"
-#include "io/generation_config.h"
 #include "util/error.h"
 #include "util/mmap_file.h"
 
@@ -366,8 +366,9 @@ void Model::account(const ForwardArgs& a) {
       const MoeFfn& f = *L.moe;
       const double touched = std::min<double>(f.n_experts(), double(n) * f.top_k);
       const SwiGlu& e0 = f.experts[0];
-      pf.proj.bytes += weight_bytes(f.router) +
-                       touched * (weight_bytes(e0.gate) + weight_bytes(e0.up) + weight_bytes(e0.down));
+      pf.proj.bytes +=
+          weight_bytes(f.router) +
+          touched * (weight_bytes(e0.gate) + weight_bytes(e0.up) + weight_bytes(e0.down));
       for (const SwiGlu& s : f.shared)
         pf.proj.bytes += weight_bytes(s.gate) + weight_bytes(s.up) + weight_bytes(s.down);
       pf.proj.flops += 2.0 * n * d * f.n_experts();

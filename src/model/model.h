@@ -169,7 +169,7 @@ class Model {
  private:
   Model() = default;
   void grow(int n);
-  void pack_weights();  // at load: every projection packed, its mapped pages dropped
+  void pack_weights();                 // at load: every projection packed, its mapped pages dropped
   void account(const ForwardArgs& a);  // FLOPs and profile work of one canvas's forward
   // One canvas's attention at `layer`: q [n, n_heads*hd] post-RoPE, k/v its fresh rows, the
   // cached ranges read from its store; att: [n, n_heads*hd].
@@ -193,8 +193,8 @@ class Model {
   std::vector<int> rows_;           // batched forward: rows of each canvas
   std::vector<LinearRows> blocks_;  // batched forward: the GEMM blocks of a projection
   std::vector<std::exception_ptr> canvas_errors_;  // batched forward: a store's refusal per canvas
-  MoeRunner moe_;                                   // LLaDA-MoE expert layers' workspace
-  std::vector<CanvasRows> canvas_rows_;             // batched forward: rows of each canvas
+  MoeRunner moe_;                                  // LLaDA-MoE expert layers' workspace
+  std::vector<CanvasRows> canvas_rows_;            // batched forward: rows of each canvas
 };
 
 }  // namespace dllmq

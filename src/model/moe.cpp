@@ -33,7 +33,8 @@ std::set<long> stored_experts(const Checkpoint& c, const std::string& prefix) {
   for (const auto& [name, t] : c.tensors()) {
     if (name.compare(0, head.size(), head) != 0) continue;
     const size_t dot = name.find('.', head.size());
-    const std::string num = name.substr(head.size(), dot == std::string::npos ? dot : dot - head.size());
+    const std::string num =
+        name.substr(head.size(), dot == std::string::npos ? dot : dot - head.size());
     char* end = nullptr;
     const long v = std::strtol(num.c_str(), &end, 10);
     if (!num.empty() && end && *end == '\0' && v >= 0) ids.insert(v);
@@ -49,7 +50,7 @@ bool topk_before(const std::pair<float, int64_t>& x, const std::pair<float, int6
 }  // namespace
 
 std::shared_ptr<MoeFfn> bind_moe_ffn(TensorBinder& b, const ModelConfig& cfg, int layer,
-                                           const std::string& prefix) {
+                                     const std::string& prefix) {
   const MoeConfig& mc = cfg.moe;
   const int d = cfg.d_model;
   // A different number of experts than num_experts says: name the field, not just a tensor.
@@ -60,9 +61,10 @@ std::shared_ptr<MoeFfn> bind_moe_ffn(TensorBinder& b, const ModelConfig& cfg, in
          b.checkpoint().dir(), layer, ids.size(), *ids.begin(), *ids.rbegin(), want);
   const TensorView* router = b.checkpoint().find(prefix + "mlp.gate.weight");
   if (router != nullptr && router->shape.size() == 2 && router->shape[0] != want)
-    fail("{}: tensor '{}mlp.gate.weight' (the router) has {} rows but config.json num_experts is "
-         "{}",
-         router->file, prefix, router->shape[0], want);
+    fail(
+        "{}: tensor '{}mlp.gate.weight' (the router) has {} rows but config.json num_experts is "
+        "{}",
+        router->file, prefix, router->shape[0], want);
   auto f = std::make_shared<MoeFfn>();
   f->router = b.lin(prefix + "mlp.gate", mc.n_experts, d, false);
   f->top_k = mc.top_k;
@@ -245,8 +247,7 @@ const float* MoeRunner::forward(const MoeFfn& f, const float* h, int d,
     auto per_canvas = [&](const float* x, int xw, float* y, int yw) {
       blocks_.clear();
       for (const CanvasRows& c : canvases)
-        if (c.n > 0)
-          blocks_.push_back({x + size_t(c.row0) * xw, c.n, y + size_t(c.row0) * yw});
+        if (c.n > 0) blocks_.push_back({x + size_t(c.row0) * xw, c.n, y + size_t(c.row0) * yw});
       return std::span<const LinearRows>(blocks_);
     };
     linear_grouped(per_canvas(h, d, gate_.data(), Hs), s.gate, Hs, dt);

@@ -38,10 +38,10 @@ struct SwiGlu {
 };
 
 struct MoeFfn {
-  Linear router;                    // [n_experts, d] (mlp.gate)
-  std::vector<SwiGlu> experts;      // [n_experts]
-  std::vector<float> expert_bias;   // [n_experts], or empty
-  std::vector<SwiGlu> shared;       // zero or one shared expert (always on)
+  Linear router;                   // [n_experts, d] (mlp.gate)
+  std::vector<SwiGlu> experts;     // [n_experts]
+  std::vector<float> expert_bias;  // [n_experts], or empty
+  std::vector<SwiGlu> shared;      // zero or one shared expert (always on)
   int top_k = 0;
   int n_experts() const { return static_cast<int>(experts.size()); }
 };
@@ -49,7 +49,7 @@ struct MoeFfn {
 // Binds layer `layer`'s MoE tensors (prefix "model.layers.N."); throws naming the tensor or the
 // config field on a missing expert, an expert count other than num_experts, or a wrong shape.
 std::shared_ptr<MoeFfn> bind_moe_ffn(TensorBinder& b, const ModelConfig& cfg, int layer,
-                                           const std::string& prefix);
+                                     const std::string& prefix);
 
 // Parameters a token uses in one MoE layer: router, top_k experts, the shared expert.
 size_t moe_active_params(const MoeFfn& f);

@@ -62,8 +62,8 @@ const TensorView* TensorBinder::get(const std::string& name, std::vector<int64_t
         "{}: tensor '{}' has shape {} but config.json (d_model {}, heads {}/{}, mlp {}, vocab "
         "{}) "
         "expects [{}]",
-        t->file, name, t->shape_str(), cfg_.d_model, cfg_.n_heads, cfg_.n_kv_heads,
-        cfg_.mlp_hidden, cfg_.vocab_size, fmt::join(shape, ", "));
+        t->file, name, t->shape_str(), cfg_.d_model, cfg_.n_heads, cfg_.n_kv_heads, cfg_.mlp_hidden,
+        cfg_.vocab_size, fmt::join(shape, ", "));
   used_.insert(name);
   n_params_ += t->numel();
   return t;

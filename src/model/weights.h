@@ -17,11 +17,11 @@ namespace dllmq {
 struct MoeFfn;  // model/moe.h
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [d_model], widened (tiny)
-  Linear q, k, v, o;             // q: [n_heads*hd, d], k/v: [kv_dim, d], o: [d, n_heads*hd]
+  std::vector<float> attn_norm;       // [d_model], widened (tiny)
+  Linear q, k, v, o;                  // q: [n_heads*hd, d], k/v: [kv_dim, d], o: [d, n_heads*hd]
   std::vector<float> q_norm, k_norm;  // [head_dim]: per-head RMSNorm before RoPE, or empty
   std::vector<float> ffn_norm;        // [d_model]
-  Linear gate, up, down;  // dense MLP: gate/up: [mlp, d], down: [d, mlp]; unset in MoE layers
+  Linear gate, up, down;        // dense MLP: gate/up: [mlp, d], down: [d, mlp]; unset in MoE layers
   std::shared_ptr<MoeFfn> moe;  // routed experts in place of the dense MLP, or null
 };
 

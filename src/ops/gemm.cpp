@@ -189,10 +189,10 @@ void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* 
 
 // Whether bf16 compute multiplies bf16 x bf16 on oneDNN's bf16 dot-product kernel ("native") or
 // runs the packed kernels, which widen the weights in registers (same numerics class: bf16
-// inputs, f32 products and sums; other summation order). A bf16 dot-product instruction is not faster on
-// every CPU that has one: on Zen 4 native runs at ~2x the f32 rate, on an Emerald Rapids Xeon
-// whose AMX the hypervisor hides (AVX512-BF16 only) at 0.55-0.75x (docs/performance.md). So the
-// choice is measured, not read from a CPU-model table: a weight panel's product (256 x 1024) at
+// inputs, f32 products and sums; other summation order). A bf16 dot-product instruction is not
+// faster on every CPU that has one: on Zen 4 native runs at ~2x the f32 rate, on an Emerald Rapids
+// Xeon whose AMX the hypervisor hides (AVX512-BF16 only) at 0.55-0.75x (docs/performance.md). So
+// the choice is measured, not read from a CPU-model table: a weight panel's product (256 x 1024) at
 // the dual-cache step's 32 rows and at a prompt's 256, one per thread on every thread as the
 // engine runs them; native is kept unless widening takes at most 1/1.2 of its time over both,
 // so a near tie never flips between runs.

@@ -44,7 +44,8 @@ bool native_bf16(const Linear& l, ComputeDType dt) {
 }  // namespace
 
 void pack_linear(Linear& l) {
-  if (l.packed == nullptr) l.packed = pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
+  if (l.packed == nullptr)
+    l.packed = pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
 }
 
 void tensor_row_f32(const TensorView& t, int64_t row, int d, float* dst) {

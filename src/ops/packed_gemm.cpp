@@ -82,8 +82,16 @@ std::shared_ptr<const PackedWeight> pack_weight(const void* w, DType dt, int n, 
 
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
                  bool round_w, bool scalar) {
-  const kern::GemmArgs a{blocks.data(), int(blocks.size()), w.data(), wtype(w.dtype), w.n, w.k,
-                         w.lanes, p0, p1, round_w && w.dtype != DType::kBF16};
+  const kern::GemmArgs a{blocks.data(),
+                         int(blocks.size()),
+                         w.data(),
+                         wtype(w.dtype),
+                         w.n,
+                         w.k,
+                         w.lanes,
+                         p0,
+                         p1,
+                         round_w && w.dtype != DType::kBF16};
   if (w.lanes == 16) {
     if (!scalar && w.isa == Isa::kAvx512) return kern::gemm_avx512(a);
     return kern::gemm_scalar16(a);

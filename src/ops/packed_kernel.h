@@ -27,10 +27,10 @@ struct GemmArgs {
   int n_blocks;
   const void* w;  // the first panel of the weight
   WType wtype;
-  int n, k;        // columns (output features) and reduction length of the whole weight
-  int lanes;       // floats per vector of the layout: a panel is 2 * lanes columns
-  int p0, p1;      // panels to compute
-  bool round_w;    // round each (widened) weight to bf16 first (bf16 compute, non-bf16 weights)
+  int n, k;      // columns (output features) and reduction length of the whole weight
+  int lanes;     // floats per vector of the layout: a panel is 2 * lanes columns
+  int p0, p1;    // panels to compute
+  bool round_w;  // round each (widened) weight to bf16 first (bf16 compute, non-bf16 weights)
 };
 
 // y = x W^T over the panels, one f32 FMA chain per output in ascending k starting from 0:

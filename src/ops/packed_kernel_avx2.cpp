@@ -21,12 +21,8 @@ struct Avx2 {
   static inline __attribute__((always_inline)) R fma(R a, R b, R c) {
     return _mm256_fmadd_ps(a, b, c);
   }
-  static inline __attribute__((always_inline)) R load(const float* p) {
-    return _mm256_loadu_ps(p);
-  }
-  static inline __attribute__((always_inline)) void store(float* p, R v) {
-    _mm256_storeu_ps(p, v);
-  }
+  static inline __attribute__((always_inline)) R load(const float* p) { return _mm256_loadu_ps(p); }
+  static inline __attribute__((always_inline)) void store(float* p, R v) { _mm256_storeu_ps(p, v); }
   // 16 bf16 as 8 pairs: the low halves (columns 0..7) shifted up, the high ones masked.
   static inline __attribute__((always_inline)) void bf16_pair(const uint16_t* p, R& lo, R& hi) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));

@@ -24,12 +24,8 @@ struct Avx512 {
   static inline __attribute__((always_inline)) R fma(R a, R b, R c) {
     return _mm512_fmadd_ps(a, b, c);
   }
-  static inline __attribute__((always_inline)) R load(const float* p) {
-    return _mm512_loadu_ps(p);
-  }
-  static inline __attribute__((always_inline)) void store(float* p, R v) {
-    _mm512_storeu_ps(p, v);
-  }
+  static inline __attribute__((always_inline)) R load(const float* p) { return _mm512_loadu_ps(p); }
+  static inline __attribute__((always_inline)) void store(float* p, R v) { _mm512_storeu_ps(p, v); }
   // 32 bf16 as 16 pairs: the low halves (columns 0..15) shifted up, the high ones masked.
   static inline __attribute__((always_inline)) void bf16_pair(const uint16_t* p, R& lo, R& hi) {
     const __m512i v = _mm512_loadu_si512(p);

@@ -25,7 +25,7 @@ struct PackedGemm {
   static constexpr int NR = 2 * W;
   static constexpr int ESZ = T == WType::kF32 ? 4 : 2;
   static constexpr ptrdiff_t KSTRIDE = ptrdiff_t(NR) * ESZ;  // bytes per k of a panel
-  static constexpr int MR = V::MR;                            // rows of a full tile
+  static constexpr int MR = V::MR;                           // rows of a full tile
 
   // The NR weights of one k of a panel as two f32 vectors (columns [0, W) and [W, 2W)).
   static inline __attribute__((always_inline)) void load_w(const unsigned char* p, R& lo, R& hi) {
@@ -73,7 +73,7 @@ struct PackedGemm {
     for (int r = 0; r < R_; ++r)
 #pragma GCC unroll 16
       for (int j = 0; j < 2 * NP; ++j)
-        acc[r][j] = first ? V::zero()
+        acc[r][j] = first  ? V::zero()
                     : full ? V::load(y + r * ldy + j * W)
                            : load_cols(y + r * ldy + j * W, valid - j * W);
     for (int kk = 0; kk < kc; ++kk) {
@@ -101,8 +101,8 @@ struct PackedGemm {
   // Panels [p, pe) for rows [0, R_): one or two rows take several panels at once, so that the
   // accumulators still cover the FMA latency.
   template <int R_>
-  static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride,
-                   int kc, bool first, float* y, ptrdiff_t ldy, int p, int pe, int n) {
+  static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
+                   bool first, float* y, ptrdiff_t ldy, int p, int pe, int n) {
     constexpr int NP = R_ == 1 ? 4 : R_ == 2 ? 2 : 1;
     for (; p + NP <= pe; p += NP)
       tile<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR);
@@ -167,11 +167,13 @@ void run_gemm(const GemmArgs& a) {
   const bool rw = a.round_w;
   switch (a.wtype) {
     case WType::kF32:
-      return rw ? PackedGemm<V, WType::kF32, true>::run(a) : PackedGemm<V, WType::kF32, false>::run(a);
+      return rw ? PackedGemm<V, WType::kF32, true>::run(a)
+                : PackedGemm<V, WType::kF32, false>::run(a);
     case WType::kBF16:
       return PackedGemm<V, WType::kBF16, false>::run(a);  // bf16 weights need no rounding
     case WType::kF16:
-      return rw ? PackedGemm<V, WType::kF16, true>::run(a) : PackedGemm<V, WType::kF16, false>::run(a);
+      return rw ? PackedGemm<V, WType::kF16, true>::run(a)
+                : PackedGemm<V, WType::kF16, false>::run(a);
   }
 }
 

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "settings/flag_ranges.h"
 #include "serve/api_error.h"
+#include "settings/flag_ranges.h"
 #include "util/json_limits.h"
 
 namespace dllmq::serve {
@@ -47,7 +47,8 @@ std::string argument(const CLI::Option& opt, const std::string& field, const nlo
     return v.get<bool>() ? "true" : "false";
   }
   if (is("INT") || is("UINT")) {
-    if (!v.is_number_integer()) bad_field(field, "{} must be an integer, got {}", field, json_brief(v));
+    if (!v.is_number_integer())
+      bad_field(field, "{} must be an integer, got {}", field, json_brief(v));
     if (is("UINT") && v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)
       bad_field(field, "{} must be a non-negative integer, got {}", field, json_brief(v));
     return v.dump();
@@ -81,7 +82,7 @@ bool is_decode_field(const std::string& field) {
 void apply_decode_fields(const nlohmann::json& fields, settings::GenerateFlags& flags) {
   CLI::App app;
   settings::add_generate_flags(&app, flags);  // writes only the options that are given
-  settings::apply_flag_ranges(app);           // the command line's ranges (NaN-proof) for fields too
+  settings::apply_flag_ranges(app);  // the command line's ranges (NaN-proof) for fields too
   std::vector<std::string> args;
   for (const auto& [field, v] : fields.items()) {
     const CLI::Option* opt = app.get_option_no_throw(flag_of(field));

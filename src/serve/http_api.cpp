@@ -12,8 +12,8 @@
 #include "serve/connection.h"
 #include "serve/job.h"
 #include "serve/openai_format.h"
-#include "serve/request_log.h"
 #include "serve/request_body.h"
+#include "serve/request_log.h"
 #include "serve/web_page.h"
 #include "util/error.h"
 

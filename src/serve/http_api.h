@@ -7,12 +7,12 @@
 
 #include <httplib.h>
 
-#include "settings/text_codec.h"
 #include "model/model.h"
 #include "serve/api_key.h"
 #include "serve/engine.h"
 #include "serve/metrics.h"
 #include "serve/request.h"
+#include "settings/text_codec.h"
 
 namespace dllmq::serve {
 
@@ -27,8 +27,8 @@ struct HttpOptions {
 
 class HttpApi {
  public:
-  HttpApi(const Model& m, const settings::TextCodec& codec, Engine& engine, RequestDefaults defaults,
-          std::string model_name, HttpOptions options);
+  HttpApi(const Model& m, const settings::TextCodec& codec, Engine& engine,
+          RequestDefaults defaults, std::string model_name, HttpOptions options);
   // Routes, the API key and drain checks before them, error bodies in OpenAI's shape, and the
   // request log.
   void install(httplib::Server& svr);

@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "settings/text_codec.h"
 #include "decode/generate.h"
 #include "serve/job.h"
 #include "serve/request.h"
+#include "settings/text_codec.h"
 
 namespace dllmq::serve {
 

@@ -35,7 +35,8 @@ void check_neutral(const std::string& field, const json& v) {
     bad_field(field, "{} {} is not supported: {}", field, json_brief(v), why);
   };
   if (field == "n" || field == "best_of") {
-    if (!v.is_number_integer()) bad_field(field, "{} must be an integer, got {}", field, json_brief(v));
+    if (!v.is_number_integer())
+      bad_field(field, "{} must be an integer, got {}", field, json_brief(v));
     if (v.get<int64_t>() != 1) refuse("one choice per prompt (send several prompts instead)");
   } else if (field == "presence_penalty" || field == "frequency_penalty") {
     if (!v.is_number()) bad_field(field, "{} must be a number, got {}", field, json_brief(v));

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "decode/generate.h"
 #include "settings/generate_flags.h"
 #include "settings/text_codec.h"
-#include "decode/generate.h"
 
 namespace dllmq::serve {
 
@@ -19,8 +19,8 @@ enum class Endpoint { kCompletions, kChat };
 // What every request starts from.
 struct RequestDefaults {
   settings::GenerateFlags flags;  // the server's decoding flags
-  std::string model_dir;     // for generation_config.json defaults
-  int max_positions = 0;     // prompt + generated tokens of one canvas at most
+  std::string model_dir;          // for generation_config.json defaults
+  int max_positions = 0;          // prompt + generated tokens of one canvas at most
 };
 
 struct CompletionRequest {

@@ -67,7 +67,7 @@ const std::vector<std::pair<const char*, Range>>& table() {
       // serve
       {"--port", {true, 0, 65535}},
       {"--parallel", {true, 1, 64}},
-      {"--queue", {true, 0, 4096}},  // one HTTP thread per queue place, made at start
+      {"--queue", {true, 0, 4096}},          // one HTTP thread per queue place, made at start
       {"--max-canvas", {true, 0, kMaxLen}},  // 0: the model's positions
       {"--max-body", {true, 1024, 1 << 30}},
       {"--batch-wait", {false, 0, 100}},

@@ -29,8 +29,8 @@ std::optional<std::string> plain_text_bos(const std::string& dir) {
     return std::nullopt;
   if (j.contains("bos_token") && j["bos_token"].is_string())
     return j["bos_token"].get<std::string>();
-  if (j.contains("bos_token") && j["bos_token"].is_object() &&
-      j["bos_token"].contains("content") && j["bos_token"]["content"].is_string())
+  if (j.contains("bos_token") && j["bos_token"].is_object() && j["bos_token"].contains("content") &&
+      j["bos_token"]["content"].is_string())
     return j["bos_token"]["content"].get<std::string>();
   return std::nullopt;
 }
@@ -80,10 +80,11 @@ std::vector<int32_t> TextCodec::chat_ids(std::span<const ChatMessage> messages) 
   // LLaDA-MoE-Instruct's template could not be checked against its tokenizer_config.json here
   // (docs/models.md): refuse rather than render LLaDA's template for it.
   if (!by_tokens && cfg_.layout == Layout::kLLaDAMoE)
-    fail("{}: --chat: the LLaDA-MoE chat template is not implemented (docs/models.md); pass the "
-         "prompt already rendered in the model's template as plain text (special tokens in it are "
-         "recognised)",
-         dir_);
+    fail(
+        "{}: --chat: the LLaDA-MoE chat template is not implemented (docs/models.md); pass the "
+        "prompt already rendered in the model's template as plain text (special tokens in it are "
+        "recognised)",
+        dir_);
   const ChatFormat f = by_tokens.value_or(chat_format_for(cfg_.arch));
   return tok_->encode(render_chat(f, messages), /*allow_special=*/true);
 }

@@ -56,18 +56,23 @@ TEST(JsonLimits, DepthFoundWithoutRecursion) {
 
 TEST(JsonLimits, DeepFilesAreErrorsNamingTheFile) {
   const std::string deep = nested(100000);
-  EXPECT_NE(error_of([&] { (void)parse_json_bounded(deep, "x.json"); }).find("x.json: JSON nested deeper"),
+  EXPECT_NE(error_of([&] {
+              (void)parse_json_bounded(deep, "x.json");
+            }).find("x.json: JSON nested deeper"),
             std::string::npos);
   EXPECT_TRUE(parse_json_or_discarded(deep).is_discarded());
   // Every file parser that reads JSON refuses it with its own file named, not by crashing.
   const std::string field = "{\"d_model\": " + deep + "}";
-  EXPECT_NE(error_of([&] { (void)parse_model_config(field, "m/config.json"); }).find("m/config.json"),
+  EXPECT_NE(
+      error_of([&] { (void)parse_model_config(field, "m/config.json"); }).find("m/config.json"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              (void)parse_generation_defaults(field, "m/generation_config.json");
+            }).find("m/generation_config.json"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_generation_defaults(field, "m/generation_config.json"); })
-                .find("m/generation_config.json"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { (void)parse_safetensors_index(field, "m/index.json"); }).find("m/index.json"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { (void)parse_safetensors_index(field, "m/index.json"); }).find("m/index.json"),
+      std::string::npos);
 }
 
 TEST(JsonLimits, BriefValuesInMessages) {
@@ -127,10 +132,10 @@ TEST(NumericRanges, EndsAcceptedOutsideRefused) {
   }
   // The arithmetic at the ends: the quotients the samplers form stay finite for any float logit.
   const double big = 3.4e38;
-  EXPECT_TRUE(std::isfinite(big / 1e-6));                        // Dream: logits / temperature
-  EXPECT_TRUE(std::isfinite(1.0 / 1e-6));                        // confidence / alg_temp
+  EXPECT_TRUE(std::isfinite(big / 1e-6));                         // Dream: logits / temperature
+  EXPECT_TRUE(std::isfinite(1.0 / 1e-6));                         // confidence / alg_temp
   EXPECT_TRUE(std::isfinite(1e6 * std::log(-std::log(1e-300))));  // LLaDA: T * gumbel noise
-  EXPECT_TRUE(std::isfinite(float(1000.0 + 1.0) * 3e35f));       // cfg: (s + 1)(cond - un)
+  EXPECT_TRUE(std::isfinite(float(1000.0 + 1.0) * 3e35f));        // cfg: (s + 1)(cond - un)
 }
 
 // ---- class 5: linear scoring ---------------------------------------------------------------
@@ -179,9 +184,10 @@ void score_both_ways(const std::string& r) {
 TEST(EvalScale, FiftyMegabyteResponseScored) {
   // Prose with numbers, invalid UTF-8 and multi-byte text, many lines: 50 MB.
   const std::string r =
-      repeat("Mia has 23 marbles, buys 14 more and gives 9 away: 23 + 14 - 9 = 28 \xe2\x82\xac.\n"
-             "\xff\xfe broken \xe2\x82 bytes $x$ \\boxed{28} \\text{ok} \\frac12\n",
-             50u << 20) +
+      repeat(
+          "Mia has 23 marbles, buys 14 more and gives 9 away: 23 + 14 - 9 = 28 \xe2\x82\xac.\n"
+          "\xff\xfe broken \xe2\x82 bytes $x$ \\boxed{28} \\text{ok} \\frac12\n",
+          50u << 20) +
       "\n#### 28\nFinal Answer: The final answer is $28$. I hope it is correct.";
   finishes_within(240, [&] {
     if (eval::gsm8k_strict_extract(r) != "28") _exit(3);
@@ -240,13 +246,24 @@ std::vector<std::pair<size_t, size_t>> reference_find_all(const std::string& pat
 }
 
 TEST(EvalScale, InvalidUtf8MatchesAsPcre2InvalidUtfMode) {
-  const std::vector<std::string> patterns = {
-      R"((-?[$0-9.,]{2,})|(-?[0-9]+))", R"(#### (\-?[0-9\.\,]+))", R"(\.$)", "^a|b$", "(?m)^a|b$",
-      R"(\bab\b)", R"((?<=a)b)", ".", "", "a*", R"((.*?)(\$)(.*?)(\$)(.*))", R"((\\text\{)(.*?)(\}))",
-      R"((frac)([^{])(.))", "(?s).*#### "};
-  const std::vector<std::string> atoms = {"a", "b", "1", "2", ",", ".", "$", " ", "\n", "####",
-                                          "\\text{", "}", "frac", "\xc3\xa9", "\xe2\x82\xac",
-                                          "\xff", "\xe2\x82", "\x80", "\xc3"};
+  const std::vector<std::string> patterns = {R"((-?[$0-9.,]{2,})|(-?[0-9]+))",
+                                             R"(#### (\-?[0-9\.\,]+))",
+                                             R"(\.$)",
+                                             "^a|b$",
+                                             "(?m)^a|b$",
+                                             R"(\bab\b)",
+                                             R"((?<=a)b)",
+                                             ".",
+                                             "",
+                                             "a*",
+                                             R"((.*?)(\$)(.*?)(\$)(.*))",
+                                             R"((\\text\{)(.*?)(\}))",
+                                             R"((frac)([^{])(.))",
+                                             "(?s).*#### "};
+  const std::vector<std::string> atoms = {"a",       "b",        "1",    "2",        ",",
+                                          ".",       "$",        " ",    "\n",       "####",
+                                          "\\text{", "}",        "frac", "\xc3\xa9", "\xe2\x82\xac",
+                                          "\xff",    "\xe2\x82", "\x80", "\xc3"};
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     std::string s;
@@ -268,9 +285,17 @@ TEST(EvalScale, OneStartPerLineFindsTheSameMatches) {
       {R"((\\boxed\{)(.*)(\}))", "\\boxed{"},
       {R"(Final Answer: The final answer is(.*?). I hope it is correct.)",
        "Final Answer: The final answer is"}};
-  const std::vector<std::string> atoms = {"$", "x", "}", "\n", "\\text{", "\\boxed{", "\xff",
-                                          "\xc3\xa9", "Final Answer: The final answer is",
-                                          ". I hope it is correct.", " "};
+  const std::vector<std::string> atoms = {"$",
+                                          "x",
+                                          "}",
+                                          "\n",
+                                          "\\text{",
+                                          "\\boxed{",
+                                          "\xff",
+                                          "\xc3\xa9",
+                                          "Final Answer: The final answer is",
+                                          ". I hope it is correct.",
+                                          " "};
   std::mt19937 rng(11);
   for (int trial = 0; trial < 400; ++trial) {
     std::string s;
@@ -293,7 +318,9 @@ TEST(PairLocations, EmptyAnswerNamesFileAndLine) {
   const std::string path = ::testing::TempDir() + "/pairs_empty_answer.jsonl";
   for (const char* bad : {R"({"prompt_ids": [1, 2], "answer_ids": []})",
                           R"({"prompt": "What is 1 + 1?", "answer": ""})"}) {
-    std::ofstream(path) << R"({"prompt_ids": [1, 2], "answer_ids": [3]})" << "\n\n" << bad << "\n";
+    std::ofstream(path) << R"({"prompt_ids": [1, 2], "answer_ids": [3]})"
+                        << "\n\n"
+                        << bad << "\n";
     PairTokenizer tok;
     tok.prompt = [](const std::string& s) { return std::vector<int32_t>(s.size(), 5); };
     tok.answer = tok.prompt;
@@ -325,8 +352,9 @@ TEST(ModelFiles, GenerationConfigMaskIdMustAgree) {
   EXPECT_NO_THROW(check_generation_ids(d, cfg, "/m"));
   for (const char* bad : {R"({"mask_token_id": "510"})", R"({"mask_token_id": -1})",
                           R"({"mask_token_id": 1.5})", R"({"mask_token_id": [510]})"})
-    EXPECT_NE(error_of([&] { (void)parse_generation_defaults(bad, "g.json"); }).find("mask_token_id"),
-              std::string::npos)
+    EXPECT_NE(
+        error_of([&] { (void)parse_generation_defaults(bad, "g.json"); }).find("mask_token_id"),
+        std::string::npos)
         << bad;
 }
 

@@ -78,8 +78,8 @@ TEST(MoeRouting, DistinctProbabilitiesSortDescendingWithBias) {
   EXPECT_EQ(ex[2], 4);
   double sum = 0;
   for (float l : logits) sum += std::exp(double(l) - 2.0);
-  EXPECT_NEAR(w[1], 1.0 / sum, 1e-6);            // plain softmax probability, not renormalised
-  EXPECT_NEAR(w[0], 1.0 / sum + 0.01, 1e-6);     // the biased value is the weight
+  EXPECT_NEAR(w[1], 1.0 / sum, 1e-6);         // plain softmax probability, not renormalised
+  EXPECT_NEAR(w[0], 1.0 / sum + 0.01, 1e-6);  // the biased value is the weight
 }
 
 nlohmann::json moe_config(int layers = 2) {

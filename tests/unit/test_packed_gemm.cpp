@@ -97,8 +97,8 @@ TEST_P(PackedGemmTest, EveryIsaEqualsScalarFmaLoopOnEveryTail) {
           const kern::Block b{x.data(), ldx, sh.m, y.data(), ldy};
           packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar);
           ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
-              << isa_name(isa) << (scalar ? " (scalar twin)" : "") << " m " << sh.m << " n "
-              << sh.n << " k " << sh.k << " round_w " << round_w;
+              << isa_name(isa) << (scalar ? " (scalar twin)" : "") << " m " << sh.m << " n " << sh.n
+              << " k " << sh.k << " round_w " << round_w;
         }
       }
     }
@@ -122,7 +122,8 @@ TEST(PackedGemm, PanelRangesAndBlocksDoNotChangeBits) {
     const kern::Block parts[] = {{x.data(), k, 1, split.data(), n},
                                  {x.data() + k, k, 9, split.data() + n, n},
                                  {x.data() + 10 * k, k, 13, split.data() + 10 * n, n}};
-    for (int p = 0; p < pw->panels(); p += 2) packed_gemm(*pw, parts, p, std::min(p + 2, pw->panels()), false);
+    for (int p = 0; p < pw->panels(); p += 2)
+      packed_gemm(*pw, parts, p, std::min(p + 2, pw->panels()), false);
     EXPECT_EQ(0, std::memcmp(all.data(), split.data(), all.size() * 4)) << isa_name(isa);
   }
 }
