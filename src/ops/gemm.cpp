@@ -18,6 +18,7 @@
 #include "io/dtype.h"
 #include "ops/packed_gemm.h"
 #include "util/best_time.h"
+#include "util/cpu_features.h"
 
 #ifdef DLLMQ_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -28,11 +29,11 @@ namespace dllmq {
 namespace {
 
 std::string cpu_best_isa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512bf16")) return "avx512_bf16";
-  if (__builtin_cpu_supports("avx512f")) return "avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
-  if (__builtin_cpu_supports("avx")) return "avx";
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512bf16) return "avx512_bf16";
+  if (f.avx512f) return "avx512";
+  if (f.avx2 && f.fma) return "avx2";
+  if (f.avx) return "avx";
   return "sse";
 }
 

@@ -34,7 +34,7 @@ void dequant_lut_row(const uint8_t* packed, int n, int bits, const float* lut, c
                      const float* offset, int group, float* out);
 
 // Instruction set the dequantization kernels run with: "avx512", "avx2" or "scalar". Chosen
-// once at run time from the CPU (__builtin_cpu_supports); DLLMQ_QUANT_ISA=scalar|avx2|avx512
+// once at run time from the CPU (util/cpu_features); DLLMQ_QUANT_ISA=scalar|avx2|avx512
 // in the environment forces a path (one the CPU lacks is an error), so tests compare paths.
 const char* quant_isa();
 

@@ -3,22 +3,20 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace dllmq {
 
 bool isa_available(Isa isa) {
-  __builtin_cpu_init();
+  const CpuFeatures& f = cpu_features();
   switch (isa) {
     case Isa::kScalar:
       return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return f.avx2 && f.fma && f.f16c;
     case Isa::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c;
   }
   return false;
 }
@@ -65,9 +63,6 @@ Isa dispatch_isa() {
   return isa;
 }
 
-bool cpu_has_avx512_bf16() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512bf16");
-}
+bool cpu_has_avx512_bf16() { return cpu_features().avx512bf16; }
 
 }  // namespace dllmq
