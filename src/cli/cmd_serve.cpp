@@ -35,7 +35,7 @@ struct Args {
   bool log = false;
   std::string api_key, api_key_file;
   bool metrics_public = false;
-  double drain_timeout = 30.0, request_timeout = 0.0, io_timeout = 10.0;
+  double drain_timeout = 30.0, request_timeout = 0.0, io_timeout = 10.0, body_timeout = 60.0;
   int max_tokens = 0, max_connections = 1024;
   GenerateFlags gen;
 };
@@ -97,6 +97,7 @@ void run(const Args& a) {
   http.max_tokens = a.max_tokens;
   http.log = a.log;
   http.max_body = a.max_body;
+  http.body_timeout_s = a.body_timeout;
   if (http.auth.key.empty() && !serve::is_loopback_host(a.host))
     fmt::print(stderr,
                "dllmq serve: WARNING: listening on {} without an API key: anyone who can reach "
@@ -249,6 +250,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--io-timeout", a->io_timeout,
                   "seconds a client may leave a read or write of its connection waiting before "
                   "it is closed (slow or stalled clients)")
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", a->body_timeout,
+                  "seconds a client may take to send a whole request body (0: no limit; past "
+                  "it: 408): --io-timeout bounds each wait, this the sum of them")
       ->capture_default_str();
   add_generate_flags(cmd, a->gen);
   cmd->callback([a] { run(*a); });

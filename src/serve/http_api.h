@@ -23,6 +23,7 @@ struct HttpOptions {
   int max_tokens = 0;              // --max-tokens: the largest generation a request may ask for
   bool log = false;                // --log: one JSON line per request on stderr
   size_t max_body = size_t(1) << 20;  // --max-body: the request body limit, whatever its framing
+  double body_timeout_s = 60.0;       // --body-timeout: seconds to receive a whole body (0: none)
 };
 
 class HttpApi {

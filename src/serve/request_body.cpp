@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace dllmq::serve {
 
 namespace {
@@ -25,11 +27,21 @@ std::string framing(const httplib::Request& req) {
 std::optional<ApiError> read_request_body(const httplib::Request& req,
                                           const httplib::ContentReader& reader,
                                           const httplib::Response& res, size_t max_body,
-                                          std::string& body) {
+                                          double body_timeout_s, std::string& body) {
   body.clear();
   size_t seen = 0;
   bool over = false;
+  bool late = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Checked as each piece arrives: a piece that comes after the deadline ends the read.
+  auto in_time = [&] {
+    if (body_timeout_s <= 0) return true;
+    late = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+           body_timeout_s;
+    return !late;
+  };
   auto receive = [&](const char* data, size_t n) {
+    if (!in_time()) return false;
     seen += n;
     if (seen > max_body) {
       over = true;
@@ -45,11 +57,17 @@ std::optional<ApiError> read_request_body(const httplib::Request& req,
   if (multipart)
     ok = reader([](const httplib::MultipartFormData&) { return true; },
                 [&](const char*, size_t n) {
+                  if (!in_time()) return false;
                   seen += n;
                   return seen <= max_body + kMaxDrained;
                 });
   else
     ok = reader(receive);
+  if (late)
+    return ApiError(408, "",
+                    fmt::format("the request body did not arrive within --body-timeout {} s "
+                                "({} bytes received)",
+                                body_timeout_s, seen));
   if (res.status == 413 || over || (multipart && seen > max_body))
     return ApiError(413, "",
                     fmt::format("the request body is larger than this server accepts: --max-body "

@@ -20,11 +20,14 @@ namespace dllmq::serve {
 // Reads the body of `req` into `body` through `reader`. Returns the error to answer with: 413
 // naming --max-body and the framing when the body is larger than `max_body` (the rest of it is
 // read and dropped, so memory stays at `max_body`), 415 for multipart/form-data (not JSON), 400
-// when the body cannot be read (malformed chunks, a connection that ends early).
+// when the body cannot be read (malformed chunks, a connection that ends early), 408 naming
+// --body-timeout when the whole body has not arrived within `body_timeout_s` seconds (0: no
+// limit) of the first read: --io-timeout bounds each wait, so a client trickling one byte per
+// wait would otherwise hold its thread for max_body waits.
 // `res.status` is where cpp-httplib reports what it detected itself.
 std::optional<ApiError> read_request_body(const httplib::Request& req,
                                           const httplib::ContentReader& reader,
                                           const httplib::Response& res, size_t max_body,
-                                          std::string& body);
+                                          double body_timeout_s, std::string& body);
 
 }  // namespace dllmq::serve

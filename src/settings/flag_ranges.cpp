@@ -75,6 +75,7 @@ const std::vector<std::pair<const char*, Range>>& table() {
       {"--request-timeout", {false, 0, 604800}},  // 0: no limit; at most a week
       {"--max-tokens", {true, 0, kMaxLen}},       // 0: no cap beyond the canvas
       {"--io-timeout", {false, 0.01, 3600}},
+      {"--body-timeout", {false, 0, 86400}},
       {"--max-connections", {true, 1, 65536}},
   };
   return t;

@@ -8,7 +8,9 @@ namespace dllmq {
 
 namespace {
 
-bool bit(unsigned reg, int n) { return ((reg >> n) & 1u) != 0; }
+bool bit(unsigned reg, int n) {
+  return ((reg >> n) & 1u) != 0;
+}
 
 // XCR0: which register states the OS saves on a context switch (Intel SDM vol. 1, 13.3).
 std::uint64_t read_xcr0() {
@@ -28,8 +30,8 @@ CpuFeatures detect() {
   const bool f16c_cpu = bit(c, 29);
   if (!osxsave || !avx_cpu) return f;
   const std::uint64_t xcr0 = read_xcr0();
-  const bool ymm_state = (xcr0 & 0x6) == 0x6;     // SSE + AVX state
-  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;   // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;    // SSE + AVX state
+  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;  // + opmask, ZMM_Hi256, Hi16_ZMM
   if (!ymm_state) return f;
   f.avx = true;
   f.fma = fma_cpu;

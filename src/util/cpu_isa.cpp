@@ -63,6 +63,8 @@ Isa dispatch_isa() {
   return isa;
 }
 
-bool cpu_has_avx512_bf16() { return cpu_features().avx512bf16; }
+bool cpu_has_avx512_bf16() {
+  return cpu_features().avx512bf16;
+}
 
 }  // namespace dllmq

@@ -327,9 +327,10 @@ def check_limits(R, dllmq):
 
 def check_slow_clients(R, dllmq):
     """Slowloris-style clients, bounded: 24 connections that send their headers a byte at a
-    time, one that stops in the middle of its body, one that never reads its stream."""
+    time, one that stops in the middle of its body, one that trickles its body a byte within
+    every --io-timeout (ended by --body-timeout), one that never reads its stream."""
     with Server(dllmq, ["--threads", "1", "--parallel", "2", "--queue", "4", "--io-timeout",
-                        "1"], env=ENV) as s:
+                        "1", "--body-timeout", "2"], env=ENV) as s:
         stop = time.time() + 8
         slow = []
         for _ in range(24):
@@ -373,6 +374,34 @@ def check_slow_clients(R, dllmq):
         c.close()
         R.check("slow/stalled body closed after --io-timeout", took < 8,
                 "%.1f s, got %r" % (took, data[:60]))
+        # A body trickled a byte every 0.4 s (each wait within --io-timeout 1): the whole body
+        # is bounded by --body-timeout 2, answered 408 naming the flag.
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100000\r\n\r\n{")
+        c.settimeout(0.4)
+        t0 = time.time()
+        data = b""
+        while time.time() - t0 < 15:
+            try:
+                got = c.recv(4096)
+                if not got:
+                    break
+                data += got
+                if b"\r\n\r\n" in data and b"}" in data:
+                    break
+            except socket.timeout:
+                try:
+                    c.sendall(b" ")
+                except OSError:
+                    break
+            except OSError:
+                break
+        took = time.time() - t0
+        c.close()
+        R.check("slow/trickled body ended by --body-timeout (408)",
+                data.startswith(b"HTTP/1.1 408") and b"--body-timeout" in data and took < 6,
+                "%.1f s, got %r" % (took, data[:200]))
         # A stream nobody reads: decoding finishes and the slot is freed anyway.
         c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
         c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
