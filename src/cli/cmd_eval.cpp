@@ -29,6 +29,7 @@
 #include "eval/task.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::cli {
 
@@ -80,7 +81,7 @@ bool is_code_task(const std::string& t) {
 
 void print_summary(const nlohmann::json& s, bool json) {
   if (json) {
-    std::puts(s.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::puts(json_text(s).c_str());
     return;
   }
   std::fputs(summary_markdown(s).c_str(), stdout);
@@ -99,8 +100,7 @@ void score_only(const Args& a, const Task& task, const ScoreEnv& env_in) {
   if (p) p->finish();
   if (!a.details.empty()) {
     std::string text;
-    for (const auto& s : run.samples)
-      text += sample_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    for (const auto& s : run.samples) text += json_text(sample_json(s)) + "\n";
     write_file_atomic(a.details, text);
   }
   print_summary(run.summary, a.json);

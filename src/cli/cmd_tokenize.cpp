@@ -16,6 +16,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::cli {
 
@@ -163,7 +164,7 @@ void run(const TokenizeArgs& a) {
     nlohmann::json j{
         {"ids", ids}, {"tokens", tokens}, {"pieces", pieces}, {"n_tokens", ids.size()}};
     if (a.chat) j["text"] = text;
-    std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::puts(json_text(j).c_str());
     return;
   }
   fmt::print("{}\n", fmt::join(ids, ","));

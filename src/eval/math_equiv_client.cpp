@@ -1,4 +1,5 @@
 #include "eval/math_equiv_client.h"
+#include "util/json_limits.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -39,10 +40,6 @@ std::string default_math_equiv_helper() {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string dump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 bool send_all(int fd, const std::string& s) {
   for (size_t off = 0; off < s.size();) {
@@ -165,7 +162,7 @@ bool MathHelper::start(Proc& p, std::string* why) {
   nlohmann::json j = r == 1 ? nlohmann::json::parse(line, nullptr, false) : nlohmann::json();
   if (r == 1 && j.is_object() && j.value("ready", false)) {
     std::lock_guard lock(mu_);
-    if (versions_.empty() && j.contains("versions")) versions_ = dump(j["versions"]);
+    if (versions_.empty() && j.contains("versions")) versions_ = json_text(j["versions"]);
     if (mismatch_.empty() && j.contains("pin_mismatch") && j["pin_mismatch"].is_array())
       for (const auto& m : j["pin_mismatch"]) mismatch_.push_back(m.get<std::string>());
     return true;
@@ -214,7 +211,7 @@ MathVerdict MathHelper::run(Proc& p, const MathRequest& r, long long id) {
     }
     nlohmann::json req = {{"id", id}, {"response", r.response}, {"solution", r.solution}};
     req["phases"] = std::vector<std::string>(kPhases.begin() + next, kPhases.end());
-    if (!send_all(p.fd, dump(req) + "\n")) {
+    if (!send_all(p.fd, json_text(req) + "\n")) {
       stop(p);
       ++restarts_;
       if (++send_failures >= 2) {

@@ -122,10 +122,6 @@ nlohmann::json summary_from_samples(const std::string& task,
   return s;
 }
 
-std::string dump(const nlohmann::json& j, int indent = -1) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 // A sample record as run_eval writes it: the fields the summary reads have their types (a hand-
 // edited or corrupted file is refused naming its line, never a type_error deep in a summary).
 bool well_formed_sample(const nlohmann::json& j) {
@@ -190,9 +186,9 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
       for (const auto& [k, v] : config.items())
         if (k != "limit" && old.contains(k) && old[k] != v)
           fail("{}: --resume with a different '{}' ({} before, {} now)", config_path.string(), k,
-               dump(old[k]), dump(v));
+               json_text(old[k]), json_text(v));
   }
-  write_text(config_path, dump(config, 2) + "\n");
+  write_text(config_path, json_text(config, 2) + "\n");
 
   std::vector<nlohmann::json> rows = read_samples(samples_path, /*repair=*/true);
   std::set<std::string> done;
@@ -243,7 +239,7 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
     j["kv_bytes_v"] = g.kv_bytes_v;
     j["kv_bytes_fp16"] = g.kv_bytes_fp16;
     if (!g.kv_method.empty()) j["kv_method"] = g.kv_method;
-    out.append(dump(j));
+    out.append(json_text(j));
     correct += j["correct"].get<bool>() ? 1 : 0;
     ++finished;
     bar.update(finished, correct / finished);
@@ -257,7 +253,7 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
   if (opt.num_shards > 1) summary["shard"] = fmt::format("{}/{}", opt.shard, opt.num_shards);
   summary["config"] = config;
   const std::string stem = summary_stem(opt.shard, opt.num_shards);
-  write_text(dir / (stem + ".json"), dump(summary, 2) + "\n");
+  write_text(dir / (stem + ".json"), json_text(summary, 2) + "\n");
   write_text(dir / (stem + ".md"), summary_markdown(summary));
   return summary;
 }
@@ -309,9 +305,9 @@ nlohmann::json merge_runs(const std::vector<std::string>& run_dirs, const std::s
   if (!out_dir.empty()) {
     fs::create_directories(out_dir);
     std::string all;
-    for (const auto& r : rows) all += dump(r) + "\n";
+    for (const auto& r : rows) all += json_text(r) + "\n";
     write_text(fs::path(out_dir) / "samples.merged.jsonl", all);
-    write_text(fs::path(out_dir) / "summary.merged.json", dump(summary, 2) + "\n");
+    write_text(fs::path(out_dir) / "summary.merged.json", json_text(summary, 2) + "\n");
     write_text(fs::path(out_dir) / "summary.merged.md", summary_markdown(summary));
   }
   return summary;

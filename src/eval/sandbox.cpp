@@ -152,13 +152,11 @@ RunResult Sandbox::run_one(const CodeSample& sample, int slot) const {
     fail("{}: cannot create a sandbox directory: {}", opt_.tmp_base, std::strerror(errno));
   const fs::path dir = tmpl;
   write_file(dir / "runner.py", kSandboxRunnerPy);
-  write_file(dir / "payload.json",
-             nlohmann::json{{"code", sample.code},
-                            {"test", sample.test},
-                            {"sanitize", sample.sanitize},
-                            {"entry_point", sample.entry_point},
-                            {"timeout", opt_.timeout_s}}
-                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  write_file(dir / "payload.json", json_text(nlohmann::json{{"code", sample.code},
+                                                            {"test", sample.test},
+                                                            {"sanitize", sample.sanitize},
+                                                            {"entry_point", sample.entry_point},
+                                                            {"timeout", opt_.timeout_s}}));
   // Per process and worker, so concurrent dllmq runs do not share RLIMIT_NPROC accounting.
   const uid_t uid =
       kSandboxUidBase + static_cast<uid_t>(getpid() % 256) * 64 + static_cast<uid_t>(slot % 64);

@@ -15,7 +15,7 @@ namespace dllmq::eval {
 
 namespace {
 
-constexpr int kShots = 5;
+constexpr int kGsm8kShots = 5;
 constexpr uint32_t kFewshotSeed = 1234;  // lm_eval/evaluator.py fewshot_random_seed
 
 std::string field(const nlohmann::json& doc, const char* name, const std::string& file,
@@ -89,14 +89,15 @@ class Gsm8kTask : public Task {
   void load_shots() const {
     if (!shots_.empty()) return;
     const auto docs = read_jsonl(train_path_);
-    if (docs.size() < kShots) fail("{}: needs at least {} few-shot examples", train_path_, kShots);
+    if (docs.size() < kGsm8kShots)
+      fail("{}: needs at least {} few-shot examples", train_path_, kGsm8kShots);
     for (size_t i = 0; i < docs.size(); ++i) {
       train_q_.push_back(field(docs[i], "question", train_path_, i));
       train_a_.push_back(field(docs[i], "answer", train_path_, i));
     }
     PyRandom rnd(kFewshotSeed);
     for (size_t i = 0; i < questions_.size(); ++i)
-      shots_.push_back(rnd.sample(docs.size(), kShots));
+      shots_.push_back(rnd.sample(docs.size(), kGsm8kShots));
   }
 
   bool synth_ = false;

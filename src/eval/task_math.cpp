@@ -25,7 +25,7 @@ struct Shot {
 };
 
 // lm_eval/tasks/minerva_math/utils.py list_fewshot_samples (v0.4.8), character for character.
-const Shot kShots[] = {
+const Shot kMathShots[] = {
     {R"(Find the domain of the expression  $\frac{\sqrt{x-2}}{\sqrt{5-x}}$.})",
      "The expressions inside each square root must be non-negative. Therefore, $x-2 \\ge 0$, so "
      "$x\\ge2$, and "
@@ -191,7 +191,7 @@ class MathTask : public Task {
 
 std::string minerva_math_prompt(const std::string& problem) {
   std::string out;
-  for (const Shot& s : kShots)
+  for (const Shot& s : kMathShots)
     out += std::string("Problem:\n") + s.problem + "\n\nSolution:" + " " + s.solution + "\n\n";
   return out + "Problem:\n" + problem + "\n\nSolution:";
 }

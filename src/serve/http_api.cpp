@@ -1,4 +1,5 @@
 #include "serve/http_api.h"
+#include "util/json_limits.h"
 
 #include <chrono>
 #include <cstdio>
@@ -31,13 +32,9 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 void send_json(httplib::Response& res, int status, const json& j) {
   res.status = status;
-  res.set_content(dump(j), "application/json");
+  res.set_content(json_text(j), "application/json");
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -235,7 +232,7 @@ void HttpApi::completions(const httplib::Request& req, httplib::Response& res,
                           const httplib::ContentReader& reader, Endpoint e) {
   const double t0 = now_s();
   std::string body;
-  if (auto err = read_request_body(req, reader, res, opt_.max_body, body)) {
+  if (auto err = read_request_body(req, reader, res, opt_.max_body, opt_.body_timeout_s, body)) {
     send_error(res, *err);
     return;
   }

@@ -1,4 +1,5 @@
 #include "serve/openai_format.h"
+#include "util/json_limits.h"
 
 #include <atomic>
 #include <chrono>
@@ -107,7 +108,7 @@ json step_json(const Job::Step& s, const settings::TextCodec& codec, int mask_id
 std::string sse(const json& data, const char* event) {
   std::string s;
   if (event != nullptr) s += fmt::format("event: {}\n", event);
-  s += "data: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  s += "data: " + json_text(data) + "\n\n";
   return s;
 }
 

@@ -1,4 +1,5 @@
 #include "serve/request_log.h"
+#include "util/json_limits.h"
 
 #include <atomic>
 #include <chrono>
@@ -23,7 +24,7 @@ std::string format_log_line(const RequestLogLine& r) {
     j["decode_s"] = r.decode_s;
   }
   if (!r.error.empty()) j["error"] = r.error;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_text(j);
 }
 
 std::string new_request_id() {

@@ -53,7 +53,7 @@ nlohmann::json parse_json_bounded(std::string_view text, std::string_view what, 
 std::string json_brief(const nlohmann::json& v, size_t max_chars) {
   std::string s;
   try {
-    s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    s = json_text(v);
   } catch (const std::exception&) {
     return "(a value)";
   }

@@ -38,6 +38,12 @@ nlohmann::json parse_json_or_discarded(std::string_view text, int max_depth = kM
 nlohmann::json parse_json_bounded(std::string_view text, std::string_view what,
                                   int max_depth = kMaxFileJsonDepth);
 
+// j.dump(indent) with invalid UTF-8 in strings replaced by U+FFFD instead of a type_error: text
+// from a model or a client is not guaranteed to be valid UTF-8, and writing it must not throw.
+inline std::string json_text(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // A value for an error message: its compact JSON, at most max_chars bytes (cut with "..."), with
 // invalid UTF-8 replaced. Never throws.
 std::string json_brief(const nlohmann::json& v, size_t max_chars = 120);
