@@ -151,7 +151,8 @@ struct PackedGemm {
   template <int R_>
   static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
                    bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp) {
-    constexpr int NP = R_ == 1 ? 4 : R_ == 2 ? 2 : 1;
+    // Codes: 2 panels at 1 row (their scales and zero points also take registers).
+    constexpr int NP = R_ == 1 ? (Q ? 2 : 4) : R_ == 2 ? 2 : 1;
     for (; p + NP <= pe; p += NP) {
       kp.panel = p;
       tile<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);

@@ -15,7 +15,8 @@
    same logits check.
 4. Errors: bits 3, a wrong qzeros shape, a missing g_idx each fail naming the field or tensor;
    bad `quantize` flags fail naming the flag.
-5. `dllmq inspect --json` reports weight bits and bytes; `dllmq eval` runs on the int8 and
+5. DLLMQ_ISA=scalar gives the same logits, bit for bit, as the dispatched kernels.
+6. `dllmq inspect --json` reports weight bits and bytes; `dllmq eval` runs on the int8 and
    int4 models (a few synth problems).
 """
 import argparse
@@ -360,6 +361,25 @@ def main():
         expect_fail(res, "flags/requantize", [dllmq, "quantize", "-m", src, "--weights", "int8", "--out", o],
                     "already quantized")
 
+    def isa_checks():
+        # The scalar kernels give the bits of the vector ones (AVX2 / AVX-512, where present).
+        ids = list(rng.integers(0, 500, size=33))
+        for d in [written.get(("llada", "int4-g128")), written.get(("dream", "int8")),
+                  os.path.join(work, "np-dream-4-g32-asym-v1")]:
+            if d is None:
+                continue
+            outs = {}
+            for isa in ("scalar", ""):
+                env = dict(os.environ)
+                env.pop("DLLMQ_ISA", None)
+                if isa:
+                    env["DLLMQ_ISA"] = isa
+                p = subprocess.run([dllmq, "logits", "-m", d, "--ids", ",".join(map(str, ids)), "--json"],
+                                   capture_output=True, text=True, env=env, timeout=600)
+                outs[isa or "best"] = p.stdout if p.returncode == 0 else "rc %d" % p.returncode
+            res.check("isa/%s" % os.path.basename(d), outs["scalar"] == outs["best"] and "logits" in outs["best"],
+                      "DLLMQ_ISA=scalar logits == dispatched ISA's, bit for bit")
+
     def inspect_and_eval():
         for (arch, label), d in sorted(written.items()):
             if d is None or label == "int4-g64-asym":
@@ -379,7 +399,7 @@ def main():
             ok = p.returncode == 0 and json.loads(p.stdout.strip().splitlines()[-1]).get("n") == 4
             res.check("%s/%s/eval" % (arch, label), ok, p.stderr.strip()[-200:] if not ok else "4 problems")
 
-    return run_all(res, [writer_checks, numpy_gptq_checks, error_checks, inspect_and_eval])
+    return run_all(res, [writer_checks, numpy_gptq_checks, error_checks, isa_checks, inspect_and_eval])
 
 
 if __name__ == "__main__":
