@@ -17,7 +17,8 @@
    bad `quantize` flags fail naming the flag.
 5. DLLMQ_ISA=scalar gives the same logits, bit for bit, as the dispatched kernels.
 6. `dllmq inspect --json` reports weight bits and bytes; `dllmq eval` runs on the int8 and
-   int4 models (a few synth problems).
+   int4 models (a few synth problems); KVQuant calibration with the Fisher gradient runs on an
+   int4 model and its artifact serves a generation on it.
 """
 import argparse
 import json
@@ -399,7 +400,29 @@ def main():
             ok = p.returncode == 0 and json.loads(p.stdout.strip().splitlines()[-1]).get("n") == 4
             res.check("%s/%s/eval" % (arch, label), ok, p.stderr.strip()[-200:] if not ok else "4 problems")
 
-    return run_all(res, [writer_checks, numpy_gptq_checks, error_checks, isa_checks, inspect_and_eval])
+    def calibrate_on_codes():
+        # KVQuant calibration with the Fisher gradient (W^T products on dequantized code tiles) on
+        # an int4 model, then a generation with its artifact on the same model.
+        d = written.get(("llada", "int4-g128"))
+        if d is None:
+            return
+        art = os.path.join(work, "calib-int4.safetensors")
+        flags = ["--gen-length", "48", "--block-length", "16", "--cache", "dual", "--threshold", "0.9"]
+        p = run([dllmq, "calibrate", "-m", d, "--task", "synth", "--data", os.path.join(ROOT, "data", "synth", "test.jsonl"),
+                 "--method", "kvquant", "--trajectory", "trace", "--fisher", "diffusion", "--kv-bits", "4", "--limit", "2",
+                 "--out", art] + flags)
+        ok = p.returncode == 0 and os.path.exists(art)
+        res.check("llada/int4-g128/calibrate", ok, p.stderr.strip()[-200:])
+        if not ok:
+            return
+        p = run([dllmq, "generate", "-m", d, "--prompt", "Mia has 23 marbles. She buys 14 more marbles. How many "
+                 "marbles does Mia have now?", "--chat", "--kv", "kvquant", "--calib", art, "--json"] + flags)
+        j = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {}
+        res.check("llada/int4-g128/generate-kvquant", j.get("proj_weight_bits") == 4 and j.get("kv_method") == "kvquant",
+                  p.stderr.strip()[-200:] if p.returncode else "kv_store %s" % j.get("kv_store"))
+
+    return run_all(res, [writer_checks, numpy_gptq_checks, error_checks, isa_checks, inspect_and_eval,
+                         calibrate_on_codes])
 
 
 if __name__ == "__main__":
