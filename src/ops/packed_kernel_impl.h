@@ -176,61 +176,11 @@ struct PackedGemm {
     return kc > k ? k : kc;
   }
 
-  // Codes times more rows than one tile: each panel's codes are dequantized once per K step
-  // into a small f32 panel (kSub values of k, in L1) that the f32 kernel then multiplies with
-  // every row, instead of once per row tile. Same values (float(q - z) * s, rounded to bf16 by
-  // the f32 kernel when RW), same chains: the bits of run()'s register path.
-  static void run_dequantized_steps(const GemmArgs& a, int kc) {
-    using F = PackedGemm<V, WType::kF32, RW>;
-    using D = PackedGemm<V, T, false>;  // dequantizes without rounding; F rounds
-    constexpr int kSub = 128;
-    alignas(64) float sbuf[kSub * NR];
-    const auto* w0 = static_cast<const unsigned char*>(a.w);
-    const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
-    const typename F::KPos fk{nullptr, 0, 0, 0};
-    const QuantArgs& q = a.q;
-    int g0 = 0;
-    for (int k0 = 0; k0 < a.k; k0 += kc) {
-      const int kend = a.k - k0 < kc ? a.k : k0 + kc;
-      while (q.gstart[g0 + 1] <= k0) ++g0;
-      for (int p = a.p0; p < a.p1; ++p) {
-        int g = g0;
-        for (int ks = k0; ks < kend; ks += kSub) {
-          const int kn = kend - ks < kSub ? kend - ks : kSub;
-          for (int kk = 0; kk < kn;) {
-            while (q.gstart[g + 1] <= ks + kk) ++g;
-            const int ke = q.gstart[g + 1] - ks < kn ? q.gstart[g + 1] - ks : kn;
-            const size_t o = (size_t(p) * q.n_groups + g) * NR;
-            const R s[2] = {V::load(q.scale + o), V::load(q.scale + o + W)};
-            const RI z[2] = {V::loadi(q.zero + o), V::loadi(q.zero + o + W)};
-            for (; kk < ke; ++kk) {
-              R lo, hi;
-              D::load_w(w0 + p * pstride + ptrdiff_t(ks + kk) * KSTRIDE, lo, hi, s, z);
-              V::store(sbuf + kk * NR, lo);
-              V::store(sbuf + kk * NR + W, hi);
-            }
-          }
-          const auto* sw = reinterpret_cast<const unsigned char*>(sbuf);
-          for (int b = 0; b < a.n_blocks; ++b) {
-            const Block& bl = a.blocks[b];
-            for (int r = 0; r < bl.m; r += MR) {
-              const int nr = bl.m - r < MR ? bl.m - r : MR;
-              F::rows_fn(nr)(bl.x + r * bl.ldx + ks, bl.ldx, sw, 0, kn, ks == 0,
-                             bl.y + r * bl.ldy + p * NR, bl.ldy, 0, 1, a.n - p * NR, fk);
-            }
-          }
-        }
-      }
-    }
-  }
-
   static void run(const GemmArgs& a) {
     int total = 0;
     for (int b = 0; b < a.n_blocks; ++b) total += a.blocks[b].m;
     if (total <= 0 || a.p1 <= a.p0) return;
     const int kc = k_block(total, a.k);
-    if constexpr (Q)
-      if (total > MR) return run_dequantized_steps(a, kc);
     const auto* w0 = static_cast<const unsigned char*>(a.w);
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
     constexpr int kGroup = 4;  // panels whose K block stays cached while every row passes
