@@ -10,8 +10,7 @@
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
-#include "model/moe.h"
-#include "model/weights.h"
+#include "model/projections.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "wquant/gptq_tensors.h"
@@ -35,16 +34,9 @@ std::string read_all(const fs::path& p) {
 // ones too). Not the embedding, norms, LM head or MoE router.
 std::set<const TensorView*> projection_weights(const ModelWeights& w) {
   std::set<const TensorView*> out;
-  auto add = [&](const Linear& l) {
+  for_each_projection(w, [&](const Linear& l) {
     if (l.w != nullptr) out.insert(l.w);
-  };
-  for (const LayerWeights& L : w.layers) {
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) add(*l);
-    if (L.moe)
-      for (auto* group : {&L.moe->experts, &L.moe->shared})
-        for (const SwiGlu& e : *group)
-          for (const Linear* l : {&e.gate, &e.up, &e.down}) add(*l);
-  }
+  });
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "model/moe.h"
+#include "model/projections.h"
 #include "util/error.h"
 #include "wquant/gptq_tensors.h"
 
@@ -155,20 +156,13 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg,
     w.lm_head = b.lin(nm.lm_head.substr(0, nm.lm_head.size() - 7), cfg.vocab_size, d, false);
   }
   b.check_unexpected();
-  auto count = [&w](const Linear& l) {
+  for_each_projection(w, [&w](const Linear& l) {
     if (l.quant)
       w.proj_bytes += quant_matrix_bytes(*l.quant);
     else if (l.w)
       w.proj_bytes += l.w->nbytes;
     w.proj_bits = std::max(w.proj_bits, l.weight_bits());
-  };
-  for (const LayerWeights& L : w.layers) {
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) count(*l);
-    if (L.moe)
-      for (auto* group : {&L.moe->experts, &L.moe->shared})
-        for (const SwiGlu& e : *group)
-          for (const Linear* l : {&e.gate, &e.up, &e.down}) count(*l);
-  }
+  });
   w.n_params = b.n_params();
   w.n_active_params = w.n_params - active_skipped;
   return w;

@@ -14,8 +14,8 @@ struct WeightQuantConfig {
   bool enabled = false;  // false: no quantization_config, every weight in its stored dtype
   WeightQuantScheme scheme;
   bool desc_act = false;
-  bool v1 = true;        // checkpoint_format "gptq" (zero points stored minus one) vs "gptq_v2"
-  std::string source;    // the file it came from (for errors)
+  bool v1 = true;      // checkpoint_format "gptq" (zero points stored minus one) vs "gptq_v2"
+  std::string source;  // the file it came from (for errors)
 };
 
 // Reads DIR/config.json's quantization_config, else DIR/quantize_config.json; disabled when

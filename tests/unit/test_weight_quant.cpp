@@ -38,6 +38,16 @@ std::vector<float> normal(size_t n, float sd, std::mt19937& g) {
   return v;
 }
 
+// An f32 tensor over `v` (which must outlive it).
+TensorView f32_view(const std::vector<float>& v, std::vector<int64_t> shape) {
+  TensorView t;
+  t.dtype = DType::kF32;
+  t.shape = std::move(shape);
+  t.data = v.data();
+  t.nbytes = v.size() * 4;
+  return t;
+}
+
 // Codes of random f32 weights (a few large ones, an all-positive row), then, with `desc_act`,
 // g_idx of a random permutation's groups as GPTQ's act-order writes them.
 QuantMatrix random_codes(int n, int k, const WeightQuantScheme& s, bool desc_act, std::mt19937& g) {
@@ -127,11 +137,7 @@ TEST(QuantLinear, RowsDoNotDependOnNeighboursOrThreads) {
     const auto q = std::make_shared<const QuantMatrix>(
         random_codes(out, in, WeightQuantScheme{4, 128, false}, desc_act, g));
     const std::vector<float> bias = normal(out, 1.0f, g);
-    TensorView bv;
-    bv.dtype = DType::kF32;
-    bv.shape = {out};
-    bv.data = bias.data();
-    bv.nbytes = out * 4;
+    const TensorView bv = f32_view(bias, {out});
     const std::vector<float> x = normal(size_t(rows) * in, 1.0f, g);
     std::vector<float> ref(size_t(rows) * out);
     quant_gemm_ref(x.data(), rows, in, *q, false, ref.data(), out);
@@ -184,11 +190,7 @@ TEST(QuantLinear, DequantFromPanelsAndBackward) {
           same = same && win[size_t(r) * 300 + c] == w[size_t(17 + r) * in + 101 + c];
       EXPECT_TRUE(same) << isa_name(isa) << " desc_act " << desc_act;
     }
-    TensorView tv;
-    tv.dtype = DType::kF32;
-    tv.shape = {out, in};
-    tv.data = w.data();
-    tv.nbytes = w.size() * 4;
+    const TensorView tv = f32_view(w, {out, in});
     const Linear lf{&tv, nullptr, out, in};
     Linear lq;
     lq.out = out;
