@@ -41,6 +41,8 @@ void DenseKvStore::store_row(uint8_t* dst, size_t off, const float* src) {
       for (int i = 0; i < hd; ++i) d[i] = f32_to_bf16(src[i]);
       break;
     }
+    case DType::kI32:
+      break;  // not a KV dtype (kv_spec accepts fp32/fp16/bf16 only)
   }
 }
 

@@ -44,7 +44,9 @@ struct Peaks {
 
 Peaks measure_peaks(const Model& m) {
   const ModelConfig& c = m.config();
-  const DType wd = m.weights().lm_head.w->dtype;
+  // The LM head's dtype (a quantized checkpoint keeps it in floats unless GPTQ's lm_head flag).
+  const Linear& head = m.weights().lm_head;
+  const DType wd = head.w != nullptr ? head.w->dtype : m.weights().dtype;
   Peaks p;
   p.gemm_large = measure_linear_gflops(512, c.d_model, c.d_model, wd, m.compute_dtype());
   p.gemm_small = measure_linear_gflops(32, c.d_model, c.d_model, wd, m.compute_dtype());
@@ -196,6 +198,10 @@ void run_bench(const BenchArgs& a) {
   nlohmann::json out = {{"model", dir},
                         {"prompt_length", a.prompt_length},
                         {"dtype", compute_dtype_name(model->compute_dtype())},
+                        {"weight_format", weight_format(model->weights())},
+                        {"proj_weight_bits", model->weights().proj_bits},
+                        {"proj_weight_bytes", model->weights().proj_bytes},
+                        {"weight_bytes", model->checkpoint().total_bytes()},
                         {"gemm_backend", gi.name},
                         {"gemm_isa", gi.isa},
                         {"proj_kernels", std::string("packed ") + gi.proj_isa},

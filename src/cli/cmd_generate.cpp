@@ -122,6 +122,10 @@ void run(const Args& a) {
                         {"kv_bits_effective_k", r.kv_bits_effective_k()},
                         {"kv_bits_effective_v", r.kv_bits_effective_v()},
                         {"prompt_tokens", prompt.size()},
+                        {"weight_format", weight_format(model->weights())},
+                        {"proj_weight_bits", model->weights().proj_bits},
+                        {"proj_weight_bytes", model->weights().proj_bytes},
+                        {"weight_bytes", model->checkpoint().total_bytes()},
                         {"peak_rss_bytes", peak_rss_bytes()}};
     if (codec.available()) j["text"] = text;
     j["reveal_steps"] = std::move(reveal_steps);

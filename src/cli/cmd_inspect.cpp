@@ -24,6 +24,8 @@ void register_inspect(CLI::App& app) {
     auto m = Model::load(*model);
     const ModelConfig& c = m->config();
     const size_t wbytes = m->checkpoint().total_bytes();
+    // "int4-g128-sym" for GPTQ codes (embeddings, norms and LM head stay in `weight_dtype`).
+    const std::string wformat = weight_format(m->weights());
     nlohmann::json j = {{"architecture", layout_name(c.layout)},
                         {"decoding", arch_name(c.arch)},
                         {"model_type", c.model_type},
@@ -44,6 +46,9 @@ void register_inspect(CLI::App& app) {
                         {"n_active_params", m->weights().n_active_params},
                         {"weight_dtype", std::string(dtype_name(m->weights().dtype))},
                         {"weight_bytes", wbytes},
+                        {"weight_format", wformat},
+                        {"proj_weight_bits", m->weights().proj_bits},
+                        {"proj_weight_bytes", m->weights().proj_bytes},
                         {"kv_bytes_per_token_fp16", c.kv_bytes_per_token_fp16()}};
     const GemmInfo& g = gemm_info();
     j["gemm_backend"] = g.name;
@@ -99,8 +104,15 @@ void register_inspect(CLI::App& app) {
       fmt::print("active         {} ({:.3f} B) per token, {} weight bytes\n",
                  m->weights().n_active_params, m->weights().n_active_params / 1e9,
                  j["active_weight_bytes"].get<size_t>());
-    fmt::print("weights        {} bytes, dtype {} (packed at load in that dtype)\n", wbytes,
-               dtype_name(m->weights().dtype));
+    if (m->weights().quant.enabled)
+      fmt::print(
+          "weights        {} bytes; projections {} ({} bits, {} bytes with scales, zeros and "
+          "g_idx), the rest {}\n",
+          wbytes, wformat, m->weights().proj_bits, m->weights().proj_bytes,
+          dtype_name(m->weights().dtype));
+    else
+      fmt::print("weights        {} bytes, dtype {} (packed at load in that dtype)\n", wbytes,
+                 dtype_name(m->weights().dtype));
     fmt::print("KV per token   {} bytes at fp16 (K+V, all layers)\n", c.kv_bytes_per_token_fp16());
     fmt::print("projections    packed-weight kernels for {} ({})\n", g.proj_isa, g.proj_why);
     fmt::print("gemm backend   {}, kernels for {} (CPU has {}){}\n", g.name, g.isa, g.cpu_isa,

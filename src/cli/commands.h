@@ -16,5 +16,6 @@ void register_calibrate(CLI::App& app);
 void register_calib_report(CLI::App& app);
 void register_make_pairs(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_quantize(CLI::App& app);
 
 }  // namespace dllmq::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   dllmq::cli::register_calib_report(app);
   dllmq::cli::register_make_pairs(app);
   dllmq::cli::register_serve(app);
+  dllmq::cli::register_quantize(app);
   dllmq::settings::apply_flag_ranges(app);
   try {
     app.parse(argc, argv);

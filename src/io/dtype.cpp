@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "util/error.h"
 #include "util/half.h"
 
 namespace dllmq {
@@ -24,7 +25,11 @@ void to_f32(DType t, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
       return;
     }
+    case DType::kI32:
+      break;
   }
+  fail("an I32 tensor was read as floating-point weights (a quantized tensor where a float one is "
+       "expected)");
 }
 
 }  // namespace dllmq

@@ -27,7 +27,8 @@ DType parse_dtype(const std::string& file, const std::string& name, const std::s
   if (s == "F32") return DType::kF32;
   if (s == "F16") return DType::kF16;
   if (s == "BF16") return DType::kBF16;
-  fail("{}: tensor '{}': unsupported dtype '{}' (expected BF16, F16 or F32)", file, name, s);
+  if (s == "I32") return DType::kI32;
+  fail("{}: tensor '{}': unsupported dtype '{}' (expected BF16, F16, F32 or I32)", file, name, s);
 }
 
 }  // namespace

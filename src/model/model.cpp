@@ -44,7 +44,7 @@ class PhaseClock {
 };
 
 double weight_bytes(const Linear& l) {
-  return l.w == nullptr ? 0.0 : double(l.out) * l.in * dtype_size(l.w->dtype);
+  return double(l.out) * l.in * l.weight_bits() / 8.0;
 }
 
 }  // namespace
@@ -57,7 +57,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   m->cfg_ = load_model_config(dir);
   check_generation_ids(load_generation_defaults(dir), m->cfg_, dir);  // the files must agree
   m->ckpt_ = std::make_unique<Checkpoint>(dir);
-  m->w_ = bind_weights(*m->ckpt_, m->cfg_);
+  m->w_ = bind_weights(*m->ckpt_, m->cfg_, load_weight_quant_config(dir));
   m->pack_weights();
   m->rope_ = RopeTable(m->cfg_.head_dim, m->cfg_.rope_theta);
   return m;
@@ -72,9 +72,9 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
 // the calibration gradient) pages it in again from the file: same bytes.
 void Model::pack_weights() {
   auto pack = [](Linear& l) {
-    if (l.w == nullptr) return;  // unset: the dense MLP of a MoE layer
+    if (l.empty()) return;  // unset: the dense MLP of a MoE layer
     pack_linear(l);
-    release_mapped_pages(l.w->data, l.w->nbytes);
+    if (l.w != nullptr) release_mapped_pages(l.w->data, l.w->nbytes);
   };
   for (LayerWeights& L : w_.layers) {
     for (Linear* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) pack(*p);

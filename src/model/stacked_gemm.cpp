@@ -66,7 +66,7 @@ bool stacked_gemm_exact(const ModelWeights& w, ComputeDType dt, int threads) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<LinearRows> blocks;
   for (const Linear* l : projections) {
-    if (l->w == nullptr) continue;  // a MoE layer's dense MLP (its experts never stack)
+    if (l->empty()) continue;  // a MoE layer's dense MLP (its experts never stack)
     for (const auto& split : splits)
       for (const int nt : {1, 2, threads}) {
         const StackedLayout layout = stacked_layout(split, nt);

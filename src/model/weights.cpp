@@ -1,12 +1,15 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "model/moe.h"
+#include "model/projections.h"
 #include "util/error.h"
+#include "wquant/gptq_tensors.h"
 
 namespace dllmq {
 
@@ -57,6 +60,9 @@ const TensorView* TensorBinder::get(const std::string& name, std::vector<int64_t
   if (t == nullptr)
     fail("{}: missing tensor '{}' required by the {} architecture", c_.dir(), name,
          layout_name(cfg_.layout));
+  if (t->dtype == DType::kI32)
+    fail("{}: tensor '{}' is I32; a floating-point tensor (BF16, F16 or F32) is expected here",
+         t->file, name);
   if (t->shape != shape)
     fail(
         "{}: tensor '{}' has shape {} but config.json (d_model {}, heads {}/{}, mlp {}, vocab "
@@ -78,7 +84,18 @@ std::vector<float> TensorBinder::vec(const std::string& name, int d) {
 
 Linear TensorBinder::lin(const std::string& base, int out, int in, bool bias) {
   Linear l;
-  l.w = get(base + ".weight", {out, in});
+  if (c_.find(base + ".weight") == nullptr && c_.find(base + ".qweight") != nullptr) {
+    if (!qc_.enabled)
+      fail(
+          "{}: tensor '{}.qweight' is GPTQ-quantized but config.json has no "
+          "quantization_config (nor is there a quantize_config.json)",
+          c_.dir(), base);
+    l.quant = std::make_shared<const QuantMatrix>(decode_gptq(c_, base, out, in, qc_));
+    for (const std::string& n : gptq_tensor_names(base)) used_.insert(n);
+    n_params_ += size_t(out) * in;
+  } else {
+    l.w = get(base + ".weight", {out, in});
+  }
   if (bias) l.b = get(base + ".bias", {out});
   l.out = out;
   l.in = in;
@@ -94,10 +111,16 @@ void TensorBinder::check_unexpected() const {
           t->file, name, layout_name(cfg_.layout), cfg_.n_layers, cfg_.tied_embeddings);
 }
 
-ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
+std::string weight_format(const ModelWeights& w) {
+  return w.quant.enabled ? weight_format_label(w.quant) : std::string(dtype_name(w.dtype));
+}
+
+ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg,
+                          const WeightQuantConfig& qc) {
   const Names nm = names_for(cfg.layout);
-  TensorBinder b(ckpt, cfg);
+  TensorBinder b(ckpt, cfg, qc);
   ModelWeights w;
+  w.quant = qc;
   const int d = cfg.d_model, qd = cfg.n_heads * cfg.head_dim, kvd = cfg.kv_dim();
   w.embed = b.get(nm.embed, {cfg.vocab_size, d});
   w.dtype = w.embed->dtype;
@@ -133,6 +156,13 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
     w.lm_head = b.lin(nm.lm_head.substr(0, nm.lm_head.size() - 7), cfg.vocab_size, d, false);
   }
   b.check_unexpected();
+  for_each_projection(w, [&w](const Linear& l) {
+    if (l.quant)
+      w.proj_bytes += quant_matrix_bytes(*l.quant);
+    else if (l.w)
+      w.proj_bytes += l.w->nbytes;
+    w.proj_bits = std::max(w.proj_bits, l.weight_bits());
+  });
   w.n_params = b.n_params();
   w.n_active_params = w.n_params - active_skipped;
   return w;

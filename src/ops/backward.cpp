@@ -6,6 +6,8 @@
 
 #include "io/dtype.h"
 #include "ops/gemm.h"
+#include "ops/packed_gemm.h"
+#include "util/error.h"
 
 namespace dllmq {
 
@@ -45,9 +47,14 @@ void linear_backward_input(const float* dy, int n, const Linear& l, float* dx, b
   // [kRows, kCols] tile at a time into per-thread scratch.
   constexpr int kCols = 256, kRows = 256;
   const int n_blocks = (in + kCols - 1) / kCols;
-  const bool f32 = l.w->dtype == DType::kF32;
-  const size_t esz = dtype_size(l.w->dtype);
-  const auto* base = static_cast<const uint8_t*>(l.w->data);
+  // Integer codes (a quantized checkpoint): tiles dequantized from the packed panels.
+  const PackedWeight* codes = l.w == nullptr ? l.packed.get() : nullptr;
+  if (l.w == nullptr && (codes == nullptr || codes->bits == 0))
+    fail("linear_backward_input: projection [{}, {}] has neither weights nor packed codes", out,
+         in);
+  const bool f32 = codes == nullptr && l.w->dtype == DType::kF32;
+  const size_t esz = codes ? 0 : dtype_size(l.w->dtype);
+  const auto* base = codes ? nullptr : static_cast<const uint8_t*>(l.w->data);
   const bool par = n_blocks > 1 && double(n) * out * in > 4e6;
   if (!accumulate) std::fill(dx, dx + size_t(n) * in, 0.0f);
 #pragma omp parallel if (par)
@@ -63,6 +70,10 @@ void linear_backward_input(const float* dy, int n, const Linear& l, float* dx, b
         if (f32) {
           w = reinterpret_cast<const float*>(base) + size_t(o0) * in + c0;
           ldw = in;
+        } else if (codes != nullptr) {
+          dequant_packed(*codes, o0, rows, c0, cols, tile.data(), cols);
+          w = tile.data();
+          ldw = cols;
         } else {
           for (int r = 0; r < rows; ++r)
             to_f32(l.w->dtype, base + (size_t(o0 + r) * in + c0) * esz,

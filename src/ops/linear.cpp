@@ -38,14 +38,26 @@ struct InputScratch {
 constexpr double kParallelFlops = 4e6;
 
 bool native_bf16(const Linear& l, ComputeDType dt) {
-  return dt == ComputeDType::kBF16 && l.w->dtype == DType::kBF16 && gemm_info().bf16_native;
+  return dt == ComputeDType::kBF16 && l.w != nullptr && l.w->dtype == DType::kBF16 &&
+         gemm_info().bf16_native;
 }
 
 }  // namespace
 
 void pack_linear(Linear& l) {
-  if (l.packed == nullptr)
+  if (l.packed != nullptr) return;
+  if (l.quant != nullptr) {
+    l.packed = pack_quant_weight(*l.quant, dispatch_isa());
+    l.quant.reset();
+  } else {
     l.packed = pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
+  }
+}
+
+int Linear::weight_bits() const {
+  if (quant != nullptr) return quant->bits;
+  if (packed != nullptr && packed->bits != 0) return packed->bits;
+  return w == nullptr ? 0 : int(dtype_size(w->dtype) * 8);
 }
 
 void tensor_row_f32(const TensorView& t, int64_t row, int d, float* dst) {
@@ -116,8 +128,26 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   std::shared_ptr<const PackedWeight> owned;
   const PackedWeight* pw = l.packed.get();
   if (pw == nullptr) {
-    owned = pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
+    owned = l.quant ? pack_quant_weight(*l.quant, dispatch_isa())
+                    : pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
     pw = owned.get();
+  }
+  // Codes whose reduction order is not ascending k (desc_act): the activations gathered into
+  // it, once per call, shared by every thread.
+  thread_local std::vector<float> gathered;
+  std::vector<LinearRows> reordered;
+  if (!pw->order.empty()) {
+    size_t total = 0;
+    for (const LinearRows& b : blocks) total += size_t(std::max(b.n, 0)) * in;
+    if (gathered.size() < total) gathered.resize(total);
+    size_t at = 0;
+    for (const LinearRows& b : blocks) {
+      if (b.n <= 0) continue;
+      gather_reduction_order(*pw, b.x, b.n, in, gathered.data() + at);
+      reordered.push_back({gathered.data() + at, b.n, b.y, b.tile});
+      at += size_t(b.n) * in;
+    }
+    blocks = reordered;
   }
   // bf16 compute: the activations rounded once, shared by every thread.
   thread_local InputScratch xs;
@@ -180,7 +210,7 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
 }  // namespace
 
 bool pairs_blocks(const Linear& l) {
-  return panel_count(l) < omp_get_max_threads() && gemm_info().bf16_native &&
+  return l.w != nullptr && panel_count(l) < omp_get_max_threads() && gemm_info().bf16_native &&
          l.w->dtype == DType::kBF16;
 }
 
@@ -213,7 +243,10 @@ void linear_ref(const float* x, int n, const Linear& l, float* y, ComputeDType d
   if (bf16) round_to_bf16(xr.data(), xr.data(), xr.size());
   if (l.b) to_f32(l.b->dtype, l.b->data, b.data(), l.out);
   for (int o = 0; o < l.out; ++o) {
-    tensor_row_f32(*l.w, o, l.in, wrow.data());
+    if (l.quant)
+      for (int k = 0; k < l.in; ++k) wrow[k] = l.quant->dequant(o, k);
+    else
+      tensor_row_f32(*l.w, o, l.in, wrow.data());
     if (bf16) round_to_bf16(wrow.data(), wrow.data(), wrow.size());
     for (int i = 0; i < n; ++i) {
       double acc = b[o];

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "io/safetensors.h"
+#include "wquant/weight_quant.h"
 
 namespace dllmq {
 
@@ -26,17 +27,23 @@ const char* compute_dtype_name(ComputeDType d);
 struct PackedWeight;
 
 struct Linear {
-  const TensorView* w = nullptr;  // [out, in]
+  const TensorView* w = nullptr;  // [out, in]; null for integer codes (`quant`)
   const TensorView* b = nullptr;  // [out] or null
   int out = 0;
   int in = 0;
   // `w` packed for the micro-kernels (pack_linear); null: each product packs it anew (tests,
   // one-off products), same bits, slower.
   std::shared_ptr<const PackedWeight> packed = nullptr;
+  // Integer codes of a quantized checkpoint (wquant/), in place of `w`; pack_linear packs them
+  // into `packed` and drops them.
+  std::shared_ptr<const QuantMatrix> quant = nullptr;
+  bool empty() const { return w == nullptr && quant == nullptr && packed == nullptr; }
+  // Bits per weight: 8 or 4 for codes, else the stored dtype's.
+  int weight_bits() const;
 };
 
-// Packs l.w for the kernels of the dispatched instruction set (util/cpu_isa.h), on the OpenMP
-// threads. Idempotent.
+// Packs l.w (or l.quant, which it then drops) for the kernels of the dispatched instruction set
+// (util/cpu_isa.h), on the OpenMP threads. Idempotent.
 void pack_linear(Linear& l);
 
 // x: [n, in] f32, y: [n, out] f32 (row stride `ldy`, default out).

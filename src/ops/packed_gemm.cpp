@@ -1,5 +1,6 @@
 #include "ops/packed_gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@ kern::WType wtype(DType dt) {
     case DType::kBF16:
       return kern::WType::kBF16;
     case DType::kF16:
+    case DType::kI32:
       break;
   }
   return kern::WType::kF16;
@@ -80,18 +82,129 @@ std::shared_ptr<const PackedWeight> pack_weight(const void* w, DType dt, int n, 
   return pw;
 }
 
+std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa isa,
+                                                      bool parallel) {
+  auto pw = std::make_shared<PackedWeight>();
+  pw->bits = m.bits;
+  pw->n = m.n;
+  pw->k = m.k;
+  pw->isa = isa;
+  pw->lanes = isa_lanes(isa);
+  pw->n_groups = m.n_groups;
+  const int lanes = pw->lanes, nr = 2 * lanes, panels = pw->panels(), k = m.k, G = m.n_groups;
+  std::vector<int32_t> order = reduction_order(m);
+  pw->gstart.assign(G + 1, 0);
+  for (int kk = 0; kk < k; ++kk) pw->gstart[m.g_idx[kk] + 1]++;
+  for (int g = 0; g < G; ++g) pw->gstart[g + 1] += pw->gstart[g];
+  bool identity = true;
+  for (int kk = 0; kk < k; ++kk) identity = identity && order[kk] == kk;
+  const size_t row_bytes = size_t(nr) * m.bits / 8;  // one k of a panel
+  const size_t bytes = size_t(panels) * row_bytes * k;
+  void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+  if (buf == nullptr) throw std::bad_alloc();
+  pw->buf.reset(static_cast<uint8_t*>(buf));
+  auto* dst = static_cast<uint8_t*>(buf);
+  pw->scale.assign(size_t(panels) * G * nr, 0.0f);
+  pw->zero.assign(size_t(panels) * G * nr, 0);
+#pragma omp parallel for schedule(static) if (parallel && panels > 1)
+  for (int p = 0; p < panels; ++p) {
+    uint8_t* d = dst + size_t(p) * row_bytes * k;
+    for (int s = 0; s < nr; ++s) {
+      const int c = p * nr + s;
+      if (c >= m.n) continue;  // padding: codes 0, scale 0, zero 0 -> weight 0
+      for (int g = 0; g < G; ++g) {
+        pw->scale[(size_t(p) * G + g) * nr + s] = m.scale[size_t(g) * m.n + c];
+        pw->zero[(size_t(p) * G + g) * nr + s] = m.zero[size_t(g) * m.n + c];
+      }
+    }
+    for (int kp = 0; kp < k; ++kp) {
+      const int kk = order[kp];
+      uint8_t* row = d + size_t(kp) * row_bytes;
+      std::memset(row, 0, row_bytes);
+      for (int s = 0; s < nr; ++s) {
+        const int c = p * nr + s;
+        const uint8_t q = c < m.n ? m.q[size_t(c) * k + kk] : 0;
+        if (m.bits == 8)
+          row[s] = q;
+        else if (s < lanes)
+          row[s] |= q;
+        else
+          row[s - lanes] |= uint8_t(q << 4);
+      }
+    }
+  }
+  if (!identity) pw->order = std::move(order);
+  return pw;
+}
+
+void dequant_packed(const PackedWeight& w, int r0, int rows, int c0, int cols, float* dst,
+                    ptrdiff_t ldd) {
+  const int nr = 2 * w.lanes, G = w.n_groups;
+  const size_t row_bytes = size_t(nr) * w.bits / 8;
+  // Packed position and group of each wanted column.
+  std::vector<int32_t> pos(cols), grp(cols);
+  std::vector<int32_t> inv;
+  if (!w.order.empty()) {
+    inv.resize(w.k);
+    for (int kp = 0; kp < w.k; ++kp) inv[w.order[kp]] = kp;
+  }
+  for (int j = 0; j < cols; ++j) {
+    pos[j] = inv.empty() ? c0 + j : inv[c0 + j];
+    grp[j] =
+        int32_t(std::upper_bound(w.gstart.begin(), w.gstart.end(), pos[j]) - w.gstart.begin()) - 1;
+  }
+  const auto* buf = static_cast<const uint8_t*>(w.data());
+  for (int r = 0; r < rows; ++r) {
+    const int c = r0 + r, p = c / nr, s = c % nr;
+    const uint8_t* base = buf + size_t(p) * row_bytes * w.k;
+    for (int j = 0; j < cols; ++j) {
+      const uint8_t* b = base + size_t(pos[j]) * row_bytes;
+      const int q = w.bits == 8 ? b[s] : s < w.lanes ? b[s] & 15 : b[s - w.lanes] >> 4;
+      const size_t t = (size_t(p) * G + grp[j]) * nr + s;
+      dst[r * ldd + j] = float(q - w.zero[t]) * w.scale[t];
+    }
+  }
+}
+
+void gather_reduction_order(const PackedWeight& w, const float* x, int m, ptrdiff_t ldx,
+                            float* dst) {
+  for (int i = 0; i < m; ++i)
+    for (int kp = 0; kp < w.k; ++kp) dst[size_t(i) * w.k + kp] = x[i * ldx + w.order[kp]];
+}
+
+void quant_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, bool round_w, float* y,
+                    int ldy) {
+  const std::vector<int32_t> order = reduction_order(q);
+  std::vector<float> row(q.k);
+  for (int c = 0; c < q.n; ++c) {
+    for (int kk = 0; kk < q.k; ++kk) {
+      row[kk] = q.dequant(c, kk);
+      if (round_w) row[kk] = bf16_to_f32(f32_to_bf16(row[kk]));
+    }
+    for (int i = 0; i < m; ++i) {
+      float acc = 0.0f;
+      for (int kk : order) acc = std::fmaf(x[size_t(i) * ldx + kk], row[kk], acc);
+      y[size_t(i) * ldy + c] = acc;
+    }
+  }
+}
+
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
                  bool round_w, bool scalar) {
-  const kern::GemmArgs a{blocks.data(),
-                         int(blocks.size()),
-                         w.data(),
-                         wtype(w.dtype),
-                         w.n,
-                         w.k,
-                         w.lanes,
-                         p0,
-                         p1,
-                         round_w && w.dtype != DType::kBF16};
+  kern::GemmArgs a{blocks.data(),
+                   int(blocks.size()),
+                   w.data(),
+                   w.bits == 8   ? kern::WType::kQ8
+                   : w.bits == 4 ? kern::WType::kQ4
+                                 : wtype(w.dtype),
+                   w.n,
+                   w.k,
+                   w.lanes,
+                   p0,
+                   p1,
+                   round_w && (w.bits != 0 || w.dtype != DType::kBF16),
+                   {}};
+  if (w.bits != 0) a.q = {w.scale.data(), w.zero.data(), w.gstart.data(), w.n_groups};
   if (w.lanes == 16) {
     if (!scalar && w.isa == Isa::kAvx512) return kern::gemm_avx512(a);
     return kern::gemm_scalar16(a);

@@ -9,6 +9,12 @@
 // panel's two halves (slot 2i = column i, slot 2i + 1 = column lanes + i) so that one load widens
 // to two f32 vectors with a shift and a mask (ops/packed_kernel_impl.h).
 //
+// Integer codes (wquant/weight_quant.h, bits 8 or 4): a panel's k row holds its columns' codes
+// (bytes, or nibbles: byte i = column i | column lanes + i << 4), the k rows in the reduction
+// order (input columns sorted by group, reduction_order()), and per panel and group the f32
+// scales and int32 zero points of its columns; the kernels form float(q - z) * s in registers.
+// The activations are gathered into that order first when it is not ascending k (desc_act).
+//
 // Bits: every output is fmaf(x[k], w[k], acc) for k = 0, 1, ..., k - 1 from acc = 0, on every
 // instruction set, row count, tiling and thread split; gemm_fma_ref is that loop written plainly
 // on the unpacked weights, and tests demand equality.
@@ -18,21 +24,36 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "io/dtype.h"
 #include "ops/packed_kernel.h"
 #include "util/cpu_isa.h"
+#include "wquant/weight_quant.h"
 
 namespace dllmq {
 
 struct PackedWeight {
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  // float weights: their stored dtype
+  int bits = 0;               // 0: float weights; 8 or 4: integer codes
   int n = 0, k = 0;
   Isa isa = Isa::kScalar;  // the kernels it was packed for (their vector width sets the layout)
   int lanes = 8;           // floats per vector of the layout: panels of 2 * lanes columns
   int panels() const { return (n + 2 * lanes - 1) / (2 * lanes); }
-  size_t bytes() const { return size_t(panels()) * 2 * lanes * size_t(k) * dtype_size(dtype); }
+  // Bytes of the panels (codes, or weights in `dtype`), group tables included.
+  size_t bytes() const {
+    const size_t per_k = bits ? size_t(2 * lanes) * bits / 8 : 2 * lanes * dtype_size(dtype);
+    return size_t(panels()) * per_k * size_t(k) + (scale.size() + zero.size()) * 4;
+  }
   const void* data() const { return buf.get(); }
+
+  // Integer codes only (see above).
+  int n_groups = 0;
+  std::vector<float> scale;     // [panels][n_groups][2 * lanes]
+  std::vector<int32_t> zero;    // [panels][n_groups][2 * lanes]
+  std::vector<int32_t> gstart;  // [n_groups + 1]: where each group's run begins in the order
+  std::vector<int32_t> order;   // the reduction order (input column of each packed k); empty
+                                // when it is 0, 1, ..., k - 1
 
   struct Free {
     void operator()(void* p) const;
@@ -48,10 +69,15 @@ int isa_lanes(Isa isa);
 std::shared_ptr<const PackedWeight> pack_weight(const void* w, DType dt, int n, int k, Isa isa,
                                                 bool parallel = true);
 
-// Panels [p0, p1) of `w` applied to every block (y columns of those panels only, overwritten).
-// `round_w`: round each widened weight to bf16 first (bf16 compute on f32/f16 weights).
-// `scalar`: run the portable kernel on the same packed data instead of `w.isa`'s (the twin).
-// Runs on the calling thread.
+// Packs integer codes for `isa`'s kernels (layout above).
+std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa isa,
+                                                      bool parallel = true);
+
+// Panels [p0, p1) of `w` applied to every block (for codes with a reduction order, the blocks'
+// x must already be gathered into it: gather_reduction_order) (y columns of those panels only,
+// overwritten). `round_w`: round each widened weight to bf16 first (bf16 compute on f32/f16
+// weights). `scalar`: run the portable kernel on the same packed data instead of `w.isa`'s (the
+// twin). Runs on the calling thread.
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
                  bool round_w, bool scalar = false);
 
@@ -59,6 +85,21 @@ void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int
 // from `dt`, bf16-rounded first when `round_w`), from 0. w: the unpacked [n, k] weights.
 void gemm_fma_ref(const float* x, int m, int ldx, const void* w, DType dt, int n, int k,
                   bool round_w, float* y, int ldy);
+
+// Codes only: the weights W[r0 .. r0 + rows, c0 .. c0 + cols] (original column order) as
+// float(q - z) * s, into dst (row stride ldd). For code that needs a weight in floats rather
+// than in a product (the KV gradient's W^T products of calibration).
+void dequant_packed(const PackedWeight& w, int r0, int rows, int c0, int cols, float* dst,
+                    ptrdiff_t ldd);
+
+// x [m, k] (row stride ldx) with its columns put in w's reduction order, into dst [m, k].
+void gather_reduction_order(const PackedWeight& w, const float* x, int m, ptrdiff_t ldx,
+                            float* dst);
+
+// The definition for codes: y[i, c] = fmaf chain, over the input columns in reduction_order(m),
+// of x[i, kk] * w[c, kk] with w = float(q - z) * s (bf16-rounded first when `round_w`), from 0.
+void quant_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, bool round_w, float* y,
+                    int ldy);
 
 // One core's f32 FMA rate in GFLOP/s on `isa`'s vectors (independent chains, no memory), best of
 // repeats lasting `min_s` seconds in all; 0 for kScalar.

@@ -9,8 +9,18 @@
 
 namespace dllmq::kern {
 
-// Stored dtype of the packed weights.
-enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+// Stored type of the packed weights: floats, or integer codes (8 or 4 bits) with per-group
+// scales and zero points, w = float(q - z) * s (wquant/weight_quant.h), computed in registers.
+enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8 = 3, kQ4 = 4 };
+
+// The group tables of integer codes (unused for float weights). The reduction runs over the
+// packed k order, in which each group's columns are one run [gstart[g], gstart[g + 1]).
+struct QuantArgs {
+  const float* scale = nullptr;   // [panels][n_groups][2 * lanes], the panel's columns in order
+  const int32_t* zero = nullptr;  // same layout
+  const int32_t* gstart = nullptr;  // [n_groups + 1]
+  int n_groups = 0;
+};
 
 // One block of rows: x [m, k] (row stride ldx) times the weights -> y [m, n] (row stride ldy).
 struct Block {
@@ -31,6 +41,7 @@ struct GemmArgs {
   int lanes;     // floats per vector of the layout: a panel is 2 * lanes columns
   int p0, p1;    // panels to compute
   bool round_w;  // round each (widened) weight to bf16 first (bf16 compute, non-bf16 weights)
+  QuantArgs q;   // kQ8 / kQ4 only
 };
 
 // y = x W^T over the panels, one f32 FMA chain per output in ascending k starting from 0:

@@ -14,6 +14,7 @@ struct Avx2 {
   static constexpr int W = 8;
   static constexpr int MR = 6;
   using R = __m256;
+  using RI = __m256i;
   static inline __attribute__((always_inline)) R zero() { return _mm256_setzero_ps(); }
   static inline __attribute__((always_inline)) R bcast(const float* p) {
     return _mm256_broadcast_ss(p);
@@ -31,6 +32,23 @@ struct Avx2 {
   }
   static inline __attribute__((always_inline)) R f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static inline __attribute__((always_inline)) RI loadi(const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  // 16 one-byte codes: bytes 0..7 and 8..15 zero-extended to int32.
+  static inline __attribute__((always_inline)) void codes8(const unsigned char* p, RI& lo, RI& hi) {
+    lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
+  }
+  // 16 nibbles in 8 bytes: low nibbles are columns 0..7, high ones 8..15.
+  static inline __attribute__((always_inline)) void codes4(const unsigned char* p, RI& lo, RI& hi) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm256_and_si256(v, _mm256_set1_epi32(15));
+    hi = _mm256_srli_epi32(v, 4);
+  }
+  static inline __attribute__((always_inline)) R deq(RI q, RI z, R s) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, z)), s);
   }
   // Nearest bf16, ties to even (finite values), as round_to_bf16 in ops/linear.h.
   static inline __attribute__((always_inline)) R round_bf16(R x) {

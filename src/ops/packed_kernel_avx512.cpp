@@ -17,6 +17,7 @@ struct Avx512 {
   static constexpr int W = 16;
   static constexpr int MR = 8;
   using R = __m512;
+  using RI = __m512i;
   static inline __attribute__((always_inline)) R zero() { return _mm512_setzero_ps(); }
   static inline __attribute__((always_inline)) R bcast(const float* p) {
     return _mm512_set1_ps(*p);
@@ -34,6 +35,23 @@ struct Avx512 {
   }
   static inline __attribute__((always_inline)) R f16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static inline __attribute__((always_inline)) RI loadi(const int32_t* p) {
+    return _mm512_loadu_si512(p);
+  }
+  // 32 one-byte codes: bytes 0..15 and 16..31 zero-extended to int32.
+  static inline __attribute__((always_inline)) void codes8(const unsigned char* p, RI& lo, RI& hi) {
+    lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+  }
+  // 32 nibbles in 16 bytes: low nibbles are columns 0..15, high ones 16..31.
+  static inline __attribute__((always_inline)) void codes4(const unsigned char* p, RI& lo, RI& hi) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm512_and_si512(v, _mm512_set1_epi32(15));
+    hi = _mm512_srli_epi32(v, 4);
+  }
+  static inline __attribute__((always_inline)) R deq(RI q, RI z, R s) {
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, z)), s);
   }
   // Nearest bf16, ties to even (finite values), as round_to_bf16 in ops/linear.h.
   static inline __attribute__((always_inline)) R round_bf16(R x) {

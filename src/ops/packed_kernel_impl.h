@@ -9,6 +9,13 @@
 // and f16 keep column order; bf16 interleaves the two halves (slot 2i = column i, slot 2i+1 =
 // column W + i), so one load of 2W bf16 values widens to two f32 vectors with a shift and a mask.
 //
+// Integer codes (kQ8, kQ4): a k row of a panel is its NR codes, one byte each (kQ8, column
+// order) or a nibble each (kQ4: byte i holds column i in its low nibble and column W + i in its
+// high one); the panel's scales and zero points of each group sit in QuantArgs. Each weight is
+// float(q - z) * s in registers (q - z exact in int32, one f32 multiply), then the same FMA.
+// The reduction runs in the packed k order, where each group is one run of k, so a group's
+// scales and zeros are loaded once per run.
+//
 // The micro-kernel is an outer product: for each k, the NR weights of a panel (widened in
 // registers) times each of MR broadcast activations, into MR x 2 accumulators by FMA. Every
 // output is one chain fma(x[k], w[k], acc) in ascending k from acc = 0, so its bits are the
@@ -21,15 +28,30 @@ namespace dllmq::kern {
 template <class V, WType T, bool RW>
 struct PackedGemm {
   using R = typename V::R;
+  using RI = typename V::RI;
   static constexpr int W = V::W;
   static constexpr int NR = 2 * W;
+  static constexpr bool Q = T == WType::kQ8 || T == WType::kQ4;
   static constexpr int ESZ = T == WType::kF32 ? 4 : 2;
-  static constexpr ptrdiff_t KSTRIDE = ptrdiff_t(NR) * ESZ;  // bytes per k of a panel
-  static constexpr int MR = V::MR;                           // rows of a full tile
+  // bytes per k of a panel
+  static constexpr ptrdiff_t KSTRIDE = T == WType::kQ8   ? NR
+                                       : T == WType::kQ4 ? NR / 2
+                                                         : ptrdiff_t(NR) * ESZ;
+  static constexpr int MR = V::MR;  // rows of a full tile
 
-  // The NR weights of one k of a panel as two f32 vectors (columns [0, W) and [W, 2W)).
-  static inline __attribute__((always_inline)) void load_w(const unsigned char* p, R& lo, R& hi) {
-    if constexpr (T == WType::kF32) {
+  // The NR weights of one k of a panel as two f32 vectors (columns [0, W) and [W, 2W)); for
+  // codes, s and z are the group's scales and zero points of those columns (two vectors each).
+  static inline __attribute__((always_inline)) void load_w(const unsigned char* p, R& lo, R& hi,
+                                                           const R* s, const RI* z) {
+    if constexpr (Q) {
+      RI a, b;
+      if constexpr (T == WType::kQ8)
+        V::codes8(p, a, b);
+      else
+        V::codes4(p, a, b);
+      lo = V::deq(a, z[0], s[0]);
+      hi = V::deq(b, z[1], s[1]);
+    } else if constexpr (T == WType::kF32) {
       lo = V::load(reinterpret_cast<const float*>(p));
       hi = V::load(reinterpret_cast<const float*>(p) + W);
     } else if constexpr (T == WType::kBF16) {
@@ -64,9 +86,15 @@ struct PackedGemm {
   // Rows [0, R_) of x times NP consecutive panels (w: the first, at this K block's first k;
   // pstride bytes apart), kc values of k. `valid`: columns of y from the first panel's first
   // column that exist. `first`: the chains start here (else they continue from y).
+  // Where the K block starts in the packed k order, the group there, and the first panel.
+  struct KPos {
+    const QuantArgs* q;
+    int k0, g0, panel;
+  };
+
   template <int R_, int NP>
   static void tile(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
-                   bool first, float* y, ptrdiff_t ldy, int valid) {
+                   bool first, float* y, ptrdiff_t ldy, int valid, const KPos& kp) {
     R acc[R_][2 * NP];
     const bool full = valid >= NP * NR;
 #pragma GCC unroll 16
@@ -76,15 +104,35 @@ struct PackedGemm {
         acc[r][j] = first  ? V::zero()
                     : full ? V::load(y + r * ldy + j * W)
                            : load_cols(y + r * ldy + j * W, valid - j * W);
-    for (int kk = 0; kk < kc; ++kk) {
-      R b[2 * NP];
+    int kk = 0, g = kp.g0;
+    while (kk < kc) {
+      int ke = kc;  // float weights: one run; codes: the rest of the current group
+      R s[2 * NP];
+      RI z[2 * NP];
+      if constexpr (Q) {
+        const QuantArgs& q = *kp.q;
+        while (q.gstart[g + 1] <= kp.k0 + kk) ++g;
+        ke = q.gstart[g + 1] - kp.k0 < kc ? q.gstart[g + 1] - kp.k0 : kc;
 #pragma GCC unroll 16
-      for (int p = 0; p < NP; ++p) load_w(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1]);
+        for (int p = 0; p < NP; ++p) {
+          const size_t o = (size_t(kp.panel + p) * q.n_groups + g) * NR;
+          s[2 * p] = V::load(q.scale + o);
+          s[2 * p + 1] = V::load(q.scale + o + W);
+          z[2 * p] = V::loadi(q.zero + o);
+          z[2 * p + 1] = V::loadi(q.zero + o + W);
+        }
+      }
+      for (; kk < ke; ++kk) {
+        R b[2 * NP];
 #pragma GCC unroll 16
-      for (int r = 0; r < R_; ++r) {
-        const R a = V::bcast(x + r * ldx + kk);
+        for (int p = 0; p < NP; ++p)
+          load_w(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1], s + 2 * p, z + 2 * p);
 #pragma GCC unroll 16
-        for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
+        for (int r = 0; r < R_; ++r) {
+          const R a = V::bcast(x + r * ldx + kk);
+#pragma GCC unroll 16
+          for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
+        }
       }
     }
 #pragma GCC unroll 16
@@ -102,16 +150,21 @@ struct PackedGemm {
   // accumulators still cover the FMA latency.
   template <int R_>
   static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
-                   bool first, float* y, ptrdiff_t ldy, int p, int pe, int n) {
-    constexpr int NP = R_ == 1 ? 4 : R_ == 2 ? 2 : 1;
-    for (; p + NP <= pe; p += NP)
-      tile<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR);
-    for (; p < pe; ++p)
-      tile<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR);
+                   bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp) {
+    // Codes: 2 panels at 1 row (their scales and zero points also take registers).
+    constexpr int NP = R_ == 1 ? (Q ? 2 : 4) : R_ == 2 ? 2 : 1;
+    for (; p + NP <= pe; p += NP) {
+      kp.panel = p;
+      tile<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
+    }
+    for (; p < pe; ++p) {
+      kp.panel = p;
+      tile<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
+    }
   }
 
   using RowsFn = void (*)(const float*, ptrdiff_t, const unsigned char*, ptrdiff_t, int, bool,
-                          float*, ptrdiff_t, int, int, int);
+                          float*, ptrdiff_t, int, int, int, KPos);
   static RowsFn rows_fn(int r);
 
   // Reduction values per K block: the block's activations of every row (rows x kc floats) stay
@@ -131,9 +184,13 @@ struct PackedGemm {
     const auto* w0 = static_cast<const unsigned char*>(a.w);
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
     constexpr int kGroup = 4;  // panels whose K block stays cached while every row passes
+    int g0 = 0;
     for (int k0 = 0; k0 < a.k; k0 += kc) {
       const int kcur = a.k - k0 < kc ? a.k - k0 : kc;
       const bool first = k0 == 0;
+      if constexpr (Q)
+        while (a.q.gstart[g0 + 1] <= k0) ++g0;
+      const KPos kp{&a.q, k0, g0, 0};
       for (int pg = a.p0; pg < a.p1; pg += kGroup) {
         const int pe = pg + kGroup < a.p1 ? pg + kGroup : a.p1;
         for (int b = 0; b < a.n_blocks; ++b) {
@@ -141,7 +198,7 @@ struct PackedGemm {
           for (int r = 0; r < bl.m; r += MR) {
             const int nr = bl.m - r < MR ? bl.m - r : MR;
             rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
-                        bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n);
+                        bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp);
           }
         }
       }
@@ -174,6 +231,12 @@ void run_gemm(const GemmArgs& a) {
     case WType::kF16:
       return rw ? PackedGemm<V, WType::kF16, true>::run(a)
                 : PackedGemm<V, WType::kF16, false>::run(a);
+    case WType::kQ8:
+      return rw ? PackedGemm<V, WType::kQ8, true>::run(a)
+                : PackedGemm<V, WType::kQ8, false>::run(a);
+    case WType::kQ4:
+      return rw ? PackedGemm<V, WType::kQ4, true>::run(a)
+                : PackedGemm<V, WType::kQ4, false>::run(a);
   }
 }
 

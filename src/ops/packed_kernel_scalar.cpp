@@ -19,6 +19,9 @@ struct Scalar {
   struct R {
     float v[L];
   };
+  struct RI {
+    int32_t v[L];
+  };
   static R zero() { return R{}; }
   static R bcast(const float* p) {
     R r;
@@ -44,6 +47,29 @@ struct Scalar {
   static R f16(const uint16_t* p) {
     R r;
     for (int i = 0; i < L; ++i) r.v[i] = f16_to_f32(p[i]);
+    return r;
+  }
+  static RI loadi(const int32_t* p) {
+    RI r;
+    std::memcpy(r.v, p, sizeof(r.v));
+    return r;
+  }
+  static void codes8(const unsigned char* p, RI& lo, RI& hi) {
+    for (int i = 0; i < L; ++i) {
+      lo.v[i] = p[i];
+      hi.v[i] = p[L + i];
+    }
+  }
+  static void codes4(const unsigned char* p, RI& lo, RI& hi) {
+    for (int i = 0; i < L; ++i) {
+      lo.v[i] = p[i] & 15;
+      hi.v[i] = p[i] >> 4;
+    }
+  }
+  // float(q - z) * s: the integer difference is exact, the product the one rounding.
+  static R deq(RI q, RI z, R s) {
+    R r;
+    for (int i = 0; i < L; ++i) r.v[i] = float(q.v[i] - z.v[i]) * s.v[i];
     return r;
   }
   static R round_bf16(R x) {
