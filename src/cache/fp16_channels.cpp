@@ -17,7 +17,8 @@ void normalize_fp16_channels(Fp16Channels& ch, KvGeometry geo) {
       std::sort(list.begin(), list.end());
       list.erase(std::unique(list.begin(), list.end()), list.end());
       for (int c : list)
-        if (c < 0 || c >= geo.head_dim) fail("dllm-kvq: channel {} outside [0, {})", c, geo.head_dim);
+        if (c < 0 || c >= geo.head_dim)
+          fail("dllm-kvq: channel {} outside [0, {})", c, geo.head_dim);
     }
   }
 }

@@ -70,8 +70,8 @@ class KvQuantKvStore final : public KvStore {
   std::vector<uint8_t> written_;                  // [layer][pos]
   std::vector<size_t> rows_;                      // per layer
   bool dllm_kvq_ = false;
-  Fp16Channels hp_;                               // [layer][head] sorted fp16 K channels
-  std::vector<std::vector<uint16_t>> hp_vals_;     // [layer][head] -> [pos][n_channels] fp16
+  Fp16Channels hp_;                             // [layer][head] sorted fp16 K channels
+  std::vector<std::vector<uint16_t>> hp_vals_;  // [layer][head] -> [pos][n_channels] fp16
 };
 
 }  // namespace dllmq

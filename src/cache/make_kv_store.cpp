@@ -19,8 +19,7 @@ namespace {
 
 // "layer:head:channel,..." -> [layer][head] channel lists.
 Fp16Channels parse_channels(const std::string& spec, KvGeometry geo) {
-  Fp16Channels out(geo.n_layers,
-                                                 std::vector<std::vector<int>>(geo.n_kv_heads));
+  Fp16Channels out(geo.n_layers, std::vector<std::vector<int>>(geo.n_kv_heads));
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {

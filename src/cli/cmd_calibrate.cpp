@@ -168,14 +168,14 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
     check_calib_matches(c, a.kv_base_calib, m.fingerprint(), cfg.n_layers, cfg.n_kv_heads,
                         cfg.head_dim);
     if (c.method != "kvquant")
-      fail("--kv-base-calib {}: a {} artifact, where a kvquant artifact is needed",
-           a.kv_base_calib, c.method);
+      fail("--kv-base-calib {}: a {} artifact, where a kvquant artifact is needed", a.kv_base_calib,
+           c.method);
     if ((a.bits_k || a.bits) && o.bits_k != c.bits_k)
-      fail("--kv-bits: --kv-base-calib {} codes K at {} bits, {} asked", a.kv_base_calib,
-           c.bits_k, o.bits_k);
+      fail("--kv-bits: --kv-base-calib {} codes K at {} bits, {} asked", a.kv_base_calib, c.bits_k,
+           o.bits_k);
     if ((a.bits_v || a.bits) && o.bits_v != c.bits_v)
-      fail("--kv-bits: --kv-base-calib {} codes V at {} bits, {} asked", a.kv_base_calib,
-           c.bits_v, o.bits_v);
+      fail("--kv-bits: --kv-base-calib {} codes V at {} bits, {} asked", a.kv_base_calib, c.bits_v,
+           o.bits_v);
     o.bits_k = c.bits_k;
     o.bits_v = c.bits_v;
   }
@@ -481,8 +481,9 @@ void register_calibrate(CLI::App& app) {
     if (a->kv_base == "kvquant" && a->method != "dllm-kvq")
       fail("--kv-base kvquant is for --method dllm-kvq (the codec its channels are scored with)");
     if (a->kv_base == "kvquant" && a->kv_base_calib.empty())
-      fail("--kv-base kvquant needs --kv-base-calib FILE (a `dllmq calibrate --method kvquant` "
-           "artifact)");
+      fail(
+          "--kv-base kvquant needs --kv-base-calib FILE (a `dllmq calibrate --method kvquant` "
+          "artifact)");
     if (a->kv_base != "kvquant" && !a->kv_base_calib.empty())
       fail("--kv-base-calib is for --kv-base kvquant only");
     if (!a->gen.kv.empty() || !a->gen.calib.empty() || !a->gen.kv_channels.empty())

@@ -300,13 +300,13 @@ std::vector<FrontierCell> frontier_cells(const std::vector<RunRow>& rows,
     c.family = kv_method_family(c.name);
     c.nominal_bits = c.quantized ? kv_nominal_bits(c.name, kv) : 16;
     c.paper = c.name.find('@') == std::string::npos;
-    const nlohmann::json model = model_axis < axes.size() ? r.values[model_axis]
-                                                          : cfg.value("model", nlohmann::json(""));
+    const nlohmann::json model =
+        model_axis < axes.size() ? r.values[model_axis] : cfg.value("model", nlohmann::json(""));
     c.model = fs::path(value_text(model)).filename().string();
     if (c.model.empty()) c.model = "model";
-    c.cache = cache_axis < axes.size() ? value_text(r.values[cache_axis])
-              : fixed.contains("cache")  ? value_text(fixed["cache"])
-                                         : "none";
+    c.cache = cache_axis < axes.size()  ? value_text(r.values[cache_axis])
+              : fixed.contains("cache") ? value_text(fixed["cache"])
+                                        : "none";
     c.task = r.task;
     c.eff_bits = *r.effective_bits;
     c.eff_bits_k = r.bits_k.value_or(*r.effective_bits);
@@ -633,7 +633,8 @@ void register_grid(CLI::App& app) {
       fail("--bootstrap {}: accepted range is 100..100000", fo->replicates);
     fo->budgets = parse_budgets(*budgets);
     if (*reduce) {
-      if (over->out.empty()) fail("grid --reduce: give the finished grid's directory with --out DIR");
+      if (over->out.empty())
+        fail("grid --reduce: give the finished grid's directory with --out DIR");
       const std::string path = (fs::path(over->out) / "cells.json").string();
       if (!fs::exists(path))
         fail("grid --reduce: {} does not exist (a grid with a \"kv\" axis writes it)", path);

@@ -32,7 +32,9 @@ int trailing_bits(const std::string& name, std::string* stem) {
   return 0;
 }
 
-std::string pct(double x) { return fmt::format("{:.1f}", 100.0 * x); }
+std::string pct(double x) {
+  return fmt::format("{:.1f}", 100.0 * x);
+}
 
 std::string with_interval(double v, const eval::Interval& iv) {
   return fmt::format("{} [{}, {}]", pct(v), pct(iv.lo), pct(iv.hi));
@@ -98,9 +100,11 @@ std::vector<FrontierCell> cells_from_json(const json& j, const std::string& path
     };
     if (!e.is_object()) fail("{}: cells[{}] must be an object", path, i);
     FrontierCell c;
-    const std::pair<const char*, std::string*> strings[] = {
-        {"model", &c.model}, {"cache", &c.cache}, {"task", &c.task},
-        {"name", &c.name},   {"family", &c.family}};
+    const std::pair<const char*, std::string*> strings[] = {{"model", &c.model},
+                                                            {"cache", &c.cache},
+                                                            {"task", &c.task},
+                                                            {"name", &c.name},
+                                                            {"family", &c.family}};
     for (auto [key, dst] : strings) {
       if (!e.contains(key) || !e[key].is_string()) bad(key, "a string");
       *dst = e[key].get<std::string>();
@@ -117,7 +121,7 @@ std::vector<FrontierCell> cells_from_json(const json& j, const std::string& path
       bad("nominal_bits", "an integer");
     c.nominal_bits = e["nominal_bits"].get<int>();
     const std::pair<const char*, bool*> flags[] = {{"quantized", &c.quantized},
-                                                    {"paper", &c.paper}};
+                                                   {"paper", &c.paper}};
     for (auto [key, dst] : flags) {
       if (!e.contains(key) || !e[key].is_boolean()) bad(key, "true or false");
       *dst = e[key].get<bool>();
@@ -238,8 +242,8 @@ FrontierReport reduce_frontier(const std::vector<FrontierCell>& cells, const Fro
       std::vector<size_t> mine;
       std::vector<double> xs, ys;
       for (size_t i : s.cells)
-        if (cells[i].family == f) mine.push_back(i), xs.push_back(cells[i].eff_bits),
-            ys.push_back(al[i].acc);
+        if (cells[i].family == f)
+          mine.push_back(i), xs.push_back(cells[i].eff_bits), ys.push_back(al[i].acc);
       std::vector<size_t> fi = eval::pareto_frontier(xs, ys);
       std::set<size_t> on;
       for (size_t k : fi) front[f].push_back(mine[k]), on.insert(mine[k]);
@@ -303,16 +307,21 @@ FrontierReport reduce_frontier(const std::vector<FrontierCell>& cells, const Fro
       std::sort(v.begin(), v.end(),
                 [](const auto& a, const auto& b) { return std::get<1>(a) > std::get<1>(b); });
       json lead = {{"budget", o.budgets[k]}, {"best", std::get<0>(v[0])}};
-      std::string line = fmt::format("- {:g} bits: best {} ({})", o.budgets[k],
-                                     std::get<0>(v[0]), pct(std::get<1>(v[0])));
+      std::string line = fmt::format("- {:g} bits: best {} ({})", o.budgets[k], std::get<0>(v[0]),
+                                     pct(std::get<1>(v[0])));
       if (v.size() > 1) {
         std::vector<double> d(o.replicates);
         for (int b = 0; b < o.replicates; ++b) d[b] = std::get<2>(v[0])[b] - std::get<2>(v[1])[b];
         const auto iv = interval(d);
         const double diff = std::get<1>(v[0]) - std::get<1>(v[1]);
         const bool sig = iv.lo > 0;
-        line += fmt::format(", ahead of {} by {} points [{}, {}]: {}", std::get<0>(v[1]), pct(diff),
-                            pct(iv.lo), pct(iv.hi), sig ? "significant" : "not significant");
+        if (diff == 0)  // a tie: name both, claim no lead
+          line += fmt::format(", tied with {} (paired interval [{}, {}])", std::get<0>(v[1]),
+                              pct(iv.lo), pct(iv.hi));
+        else
+          line +=
+              fmt::format(", ahead of {} by {} points [{}, {}]: {}", std::get<0>(v[1]), pct(diff),
+                          pct(iv.lo), pct(iv.hi), sig ? "significant" : "not significant");
         lead["second"] = std::get<0>(v[1]);
         lead["diff"] = diff;
         lead["lo"] = iv.lo;
@@ -432,8 +441,12 @@ FrontierReport reduce_frontier(const std::vector<FrontierCell>& cells, const Fro
         "the lead is {}.\n",
         q[0]->family, pct(q[0]->v - q[1]->v), q[1]->family, pct(iv.lo), pct(iv.hi),
         sig ? "significant" : "NOT significant");
-    js["best"] = {{"method", q[0]->family}, {"second", q[1]->family}, {"diff", q[0]->v - q[1]->v},
-                  {"lo", iv.lo},           {"hi", iv.hi},           {"significant", sig}};
+    js["best"] = {{"method", q[0]->family},
+                  {"second", q[1]->family},
+                  {"diff", q[0]->v - q[1]->v},
+                  {"lo", iv.lo},
+                  {"hi", iv.hi},
+                  {"significant", sig}};
   }
   return r;
 }

@@ -55,7 +55,8 @@ double mcnemar_exact_p(int64_t b, int64_t c);
 // Indices of the upper-left Pareto frontier of points (bits, acc): those no other point
 // dominates (fewer or equal bits and higher or equal accuracy, one of them strictly); of
 // identical points the first. Sorted by bits, so accuracy rises strictly along it.
-std::vector<size_t> pareto_frontier(const std::vector<double>& bits, const std::vector<double>& acc);
+std::vector<size_t> pareto_frontier(const std::vector<double>& bits,
+                                    const std::vector<double>& acc);
 
 // Accuracy at `budget` bits along a frontier (xs ascending, ys): linear between the two
 // frontier points around it, the last point's accuracy beyond the last (a method may use fewer
