@@ -36,6 +36,10 @@ KVQuant ("kvquant", parameters from a calibration artifact): K PRE-RoPE, per ele
     rng = fp16((mx-mn)/2) (nearest), x_norm = (x - offset)/rng (rng == 0 -> 0)
     -> v_codebook[nearest]*rng + offset.
     Rows at positions < sink (default 1): pre-RoPE K and V kept as fp16(x).
+dLLM-KVQ on the KVQuant base ("dllm-kvq", base="kvquant"; METHODS.md section 4): the listed
+    K channels (layer, kv head, channel) are kept as fp16(PRE-RoPE K) and are never outliers;
+    every other K channel and all of V exactly as KVQuant above (same artifact parameters);
+    then RoPE over the whole row (kept channels included) at the row's absolute position.
 "fp16" / "bf16" methods: every row of post-RoPE K and of V rounded to fp16 / bf16 (nearest
 even), as the dense store does.
 "fp32" / None: unchanged.
@@ -303,8 +307,9 @@ def nearest_centroid(xn, cb, ctx=_NOCTX, tol_n=None, kind="centroid"):
     return idx
 
 
-def kvquant_k(Kpre, lower, upper, cb, positions, sink=1, ctx=_NOCTX, delta=0.0):
-    """Pre-RoPE K [W, KV, hd] -> fake-quantized pre-RoPE K (float64)."""
+def kvquant_k(Kpre, lower, upper, cb, positions, sink=1, ctx=_NOCTX, delta=0.0, keep=None):
+    """Pre-RoPE K [W, KV, hd] -> fake-quantized pre-RoPE K (float64).  keep: bool [KV, hd]
+    channels stored as fp16 instead (dLLM-KVQ on the KVQuant base; never outliers)."""
     x = _f32(Kpre)
     tol = delta * _rms(x)
     lo = _f32(lower)[None]
@@ -314,7 +319,11 @@ def kvquant_k(Kpre, lower, upper, cb, positions, sink=1, ctx=_NOCTX, delta=0.0):
     outl = (x < lo) | (x > up)
     if ctx.delta > 0:
         fr = (np.abs(x.astype(np.float64) - lo) < tol) | (np.abs(x.astype(np.float64) - up) < tol)
+        if keep is not None:
+            fr &= ~keep[None]
         outl = ctx.pick("kvq-k-outlier", outl, ~outl, fr)
+    if keep is not None:
+        outl &= ~keep[None]
     rz = rng == 0
     safe = np.where(rz, np.float32(1), rng).astype(np.float32)
     xn = np.where(rz, np.float32(0), ((x - zp).astype(np.float32) / safe).astype(np.float32))
@@ -322,6 +331,9 @@ def kvquant_k(Kpre, lower, upper, cb, positions, sink=1, ctx=_NOCTX, delta=0.0):
     idx = nearest_centroid(xn, cb, ctx, tol_n, "kvq-k-centroid")
     out = _f32(cb)[idx].astype(np.float64) * rng.astype(np.float64) + zp.astype(np.float64)
     out[outl] = fp16_nearest_c(x[outl], ctx, tol, "kvq-k-fp16").astype(np.float64)
+    if keep is not None and keep.any():
+        kept = np.broadcast_to(keep[None], x.shape)
+        out[kept] = fp16_nearest_c(x[kept], ctx, tol, "dllm-kvq-fp16").astype(np.float64)
     pos = np.asarray(positions)
     sk = pos < sink
     if sk.any():
@@ -409,22 +421,26 @@ def parse_channels(spec):
 class KVFakeQuant:
     """Callable fake-quant hook for tools/ref_decode.py (see module doc).
 
-    method: "fp32" | "fp16" | "bf16" | "kivi" | "dllm-kvq" | "kvquant"
+    method: "fp32" | "fp16" | "bf16" | "kivi" | "dllm-kvq" | "kvquant"; base (dllm-kvq only):
+    "kivi" | "kvquant" (the codec of the other K channels and V; kvquant needs calib)
     bits (both K and V) or bits_k / bits_v; group (KIVI G, default 32); channels ("L:H:C,..."
     or a set of tuples, dllm-kvq); calib (path or load_calib dict, kvquant; bits/sink/
     outlier_percent default to the artifact's); delta/flip: fragile-decision handling.
     """
 
     def __init__(self, method, bits=None, bits_k=None, bits_v=None, group=32, channels=None, calib=None,
-                 sink=None, outlier_percent=None, residual_fp16=False, delta=0.0, flip=False):
+                 sink=None, outlier_percent=None, residual_fp16=False, delta=0.0, flip=False, base="kivi"):
         self.method = method
+        if base not in ("kivi", "kvquant") or (base == "kvquant" and method != "dllm-kvq"):
+            raise ValueError("base %r: kivi, or kvquant with method dllm-kvq" % (base,))
+        self.base = base
         self.group = int(group)
         self.channels = channels if isinstance(channels, (set, frozenset)) else parse_channels(channels)
         self.residual_fp16 = residual_fp16
         self.ctx = Ctx(delta, flip)
         self.calls = 0
         self.rows = []  # W of every call
-        if method == "kvquant":
+        if method == "kvquant" or base == "kvquant":
             self.calib = load_calib(calib) if isinstance(calib, str) else calib
             if self.calib is None:
                 raise ValueError("kvquant needs calib")
@@ -447,7 +463,14 @@ class KVFakeQuant:
         return self.ctx.fragile
 
     def needs_prerope(self):
-        return self.method == "kvquant"
+        return self.method == "kvquant" or self.base == "kvquant"
+
+    def _keep(self, li, shape):
+        keep = np.zeros(shape, dtype=bool)
+        for (l, h, c) in self.channels:
+            if l == li:
+                keep[h, c] = True
+        return keep
 
     def __call__(self, model, kv, positions):
         self.calls += 1
@@ -463,21 +486,17 @@ class KVFakeQuant:
                 tk, tv = d * _rms(K), d * _rms(V)
                 f = fp16_nearest_c if self.method == "fp16" else bf16_nearest_c
                 out.append((f(K, self.ctx, tk).astype(np.float64), f(V, self.ctx, tv).astype(np.float64)))
-            elif self.method in ("kivi", "dllm-kvq"):
-                keep = None
-                if self.method == "dllm-kvq":
-                    keep = np.zeros(K.shape[1:], dtype=bool)
-                    for (l, h, c) in self.channels:
-                        if l == li:
-                            keep[h, c] = True
+            elif self.method == "kivi" or (self.method == "dllm-kvq" and self.base == "kivi"):
+                keep = self._keep(li, K.shape[1:]) if self.method == "dllm-kvq" else None
                 out.append((kivi_k(K, self.bits_k, self.group, self.ctx, d, keep, self.residual_fp16),
                             kivi_v(V, self.bits_v, self.group, self.ctx, d)))
             else:
                 if len(ent) < 3:
                     raise ValueError("kvquant needs pre-RoPE K (forward(..., return_k_prerope=True))")
                 c = self.calib
+                keep = self._keep(li, K.shape[1:]) if self.method == "dllm-kvq" else None
                 kq = kvquant_k(ent[2], c["k_lower"][li], c["k_upper"][li], c["k_codebook"][li], positions,
-                               self.sink, self.ctx, d)
+                               self.sink, self.ctx, d, keep)
                 vq = kvquant_v(V, c["v_codebook"][li], positions, self.outlier_percent, self.sink, self.ctx, d)
                 out.append((rope(model, kq, positions), vq))
         return out

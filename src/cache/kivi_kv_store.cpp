@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cache/fp16_channels.h"
 #include "quant/bitpack.h"
 #include "quant/outliers.h"
 #include "quant/uniform.h"
@@ -28,28 +29,13 @@ KiviKvStore::KiviKvStore(KvGeometry geo, KiviConfig cfg, const RopeTable& rope)
   kb_ = packed_row_bytes(hd, cfg_.bits_k);
   vb_ = packed_row_bytes(hd, cfg_.bits_v);
   if (!cfg_.fp16_channels.empty()) {
-    if (int(cfg_.fp16_channels.size()) != geo_.n_layers)
-      fail("dllm-kvq: fp16 channel lists for {} layers, the model has {}",
-           cfg_.fp16_channels.size(), geo_.n_layers);
-    for (auto& per_layer : cfg_.fp16_channels) {
-      if (int(per_layer.size()) != geo_.n_kv_heads)
-        fail("dllm-kvq: fp16 channel lists for {} KV heads, the model has {}", per_layer.size(),
-             geo_.n_kv_heads);
-      for (auto& ch : per_layer) {
-        std::sort(ch.begin(), ch.end());
-        ch.erase(std::unique(ch.begin(), ch.end()), ch.end());
-        for (int c : ch)
-          if (c < 0 || c >= hd) fail("dllm-kvq: channel {} outside [0, {})", c, hd);
-      }
-    }
+    normalize_fp16_channels(cfg_.fp16_channels, geo_);
     dllm_kvq_ = true;
   }
 }
 
 std::string KiviKvStore::name() const {
-  size_t n_hp = 0;
-  for (auto& l : cfg_.fp16_channels)
-    for (auto& h : l) n_hp += h.size();
+  const size_t n_hp = count_fp16_channels(cfg_.fp16_channels);
   std::string s = fmt::format("{}-k{}v{}-g{}", method(), cfg_.bits_k, cfg_.bits_v, cfg_.group);
   if (dllm_kvq_) s += fmt::format("-hp{}", n_hp);
   return s;

@@ -41,6 +41,16 @@ void validate_kv_spec(const KvSpec& s) {
     fail("--kv-channels is for --kv dllm-kvq only");
   if (!s.calib.empty() && s.method != "kvquant" && s.method != "dllm-kvq")
     fail("--calib is for --kv kvquant or dllm-kvq, not {}", s.method);
+  if (s.base != "kivi" && s.base != "kvquant")
+    fail("--kv-base '{}': accepted values are kivi and kvquant", s.base);
+  if (s.base != "kivi" && s.method != "dllm-kvq")
+    fail("--kv-base {} is for --kv dllm-kvq only (its base codec)", s.base);
+  if (s.base == "kvquant" && s.base_calib.empty())
+    fail(
+        "--kv-base kvquant needs --kv-base-calib FILE: the KVQuant artifact whose codebooks and "
+        "thresholds code the other K channels and V (`dllmq calibrate --method kvquant`)");
+  if (s.base != "kvquant" && !s.base_calib.empty())
+    fail("--kv-base-calib is for --kv dllm-kvq --kv-base kvquant only");
 }
 
 std::string describe_kv(const KvSpec& s) {
@@ -49,6 +59,9 @@ std::string describe_kv(const KvSpec& s) {
   if (s.bits_k || s.bits_v || s.method != "kvquant")
     d += fmt::format(" k{} v{}", s.bits_k ? s.bits_k : kKiviDefaultBits,
                      s.bits_v ? s.bits_v : kKiviDefaultBits);
+  if (s.method == "dllm-kvq" && s.base == "kvquant")
+    return fmt::format("dllm-kvq base kvquant (calib {}){}", s.base_calib,
+                       s.calib.empty() ? "" : fmt::format(" channels {}", s.calib));
   if (s.method != "kvquant") d += fmt::format(" g{}", s.group);
   if (!s.calib.empty()) d += fmt::format(" calib {}", s.calib);
   return d;

@@ -18,11 +18,16 @@ struct KvSpec {
   int group = 32;        // KIVI/dLLM-KVQ group size G
   std::string calib;     // calibration artifact (kvquant: required; dllm-kvq: channels)
   std::string channels;  // dllm-kvq: explicit fp16 K channels "layer:head:channel,..."
+  // dllm-kvq: the codec of the other K channels and of V (METHODS.md §4): kivi (uniform groups,
+  // post-RoPE K) or kvquant (the NUQ codebooks and thresholds of the KVQuant artifact in
+  // base_calib, pre-RoPE K).
+  std::string base = "kivi";
+  std::string base_calib;
   bool quantized() const { return method == "kivi" || method == "kvquant" || method == "dllm-kvq"; }
 };
 
 // Checks spellings and ranges, naming the flag (--kv, --kv-bits, --kv-group, --calib,
-// --kv-channels); needs no model.
+// --kv-channels, --kv-base, --kv-base-calib); needs no model.
 void validate_kv_spec(const KvSpec& s);
 
 // Short description for the run header: "fp32", "kivi k2 v2 g32", "kvquant (calib X)".

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cache/fp16_channels.h"
 #include "quant/bitpack.h"
 #include "quant/kmeans.h"
 #include "quant/uniform.h"
@@ -32,7 +33,8 @@ void KvQuantKvStore::Csr::replace(int p0, int n, const std::vector<SparseEntry>&
   for (size_t p = size_t(p0) + n; p < start.size(); ++p) start[p] = uint32_t(start[p] + delta);
 }
 
-KvQuantKvStore::KvQuantKvStore(KvGeometry geo, const CalibArtifact& a, const RopeTable& rope)
+KvQuantKvStore::KvQuantKvStore(KvGeometry geo, const CalibArtifact& a, const RopeTable& rope,
+                               Fp16Channels fp16_channels)
     : geo_(geo),
       rope_(rope),
       bits_k_(a.bits_k),
@@ -61,12 +63,19 @@ KvQuantKvStore::KvQuantKvStore(KvGeometry geo, const CalibArtifact& a, const Rop
   }
   kb_ = packed_row_bytes(geo_.head_dim, bits_k_);
   vb_ = packed_row_bytes(geo_.head_dim, bits_v_);
+  if (!fp16_channels.empty()) {
+    normalize_fp16_channels(fp16_channels, geo_);
+    hp_ = std::move(fp16_channels);
+    dllm_kvq_ = true;
+  }
 }
 
 std::string KvQuantKvStore::name() const {
-  return fmt::format("kvquant-k{}v{}-{}-{}{}", bits_k_, bits_v_,
-                     fmt::format("{}pct", outlier_percent_), trajectory_,
-                     fisher_ == "none" ? "-noF" : "-fisher");
+  std::string s = fmt::format("{}kvquant-k{}v{}-{}-{}{}", dllm_kvq_ ? "dllm-kvq-" : "", bits_k_,
+                              bits_v_, fmt::format("{}pct", outlier_percent_), trajectory_,
+                              fisher_ == "none" ? "-noF" : "-fisher");
+  if (dllm_kvq_) s += fmt::format("-hp{}", count_fp16_channels(hp_));
+  return s;
 }
 
 void KvQuantKvStore::reset(int n_positions) {
@@ -79,6 +88,10 @@ void KvQuantKvStore::reset(int n_positions) {
     v_params_.reset(new uint16_t[lhn * cap_ * 2]);
     sink_k_.assign(lhn * size_t(sink_) * hd, 0);
     sink_v_.assign(lhn * size_t(sink_) * hd, 0);
+    hp_vals_.assign(lhn, {});
+    if (dllm_kvq_)
+      for (int l = 0; l < L; ++l)
+        for (int g = 0; g < H; ++g) hp_vals_[lh(l, g)].resize(size_t(cap_) * hp_[l][g].size());
   }
   k_out_.resize(lhn);
   v_out_.resize(lhn);
@@ -114,6 +127,10 @@ void KvQuantKvStore::write_head(int layer, int g, int p0, int n, const float* k_
   std::vector<float> tmp(hd);
   std::vector<SparseEntry> kent, vent;
   std::vector<uint32_t> kcnt(n, 0), vcnt(n, 0);
+  static const std::vector<int> kNone;
+  const std::vector<int>& hp = dllm_kvq_ ? hp_[layer][g] : kNone;
+  std::vector<uint8_t> is_hp(hd, 0);
+  for (int c : hp) is_hp[c] = 1;
   const double q_lo = outlier_percent_ / 2.0, q_up = 100.0 - outlier_percent_ / 2.0;
   for (int i = 0; i < n; ++i) {
     const int p = p0 + i;
@@ -128,9 +145,14 @@ void KvQuantKvStore::write_head(int layer, int g, int p0, int n, const float* k_
       }
       continue;
     }
-    // K: calibrated per-channel thresholds; outliers sparse, the rest on the layer codebook.
+    // K: calibrated per-channel thresholds; outliers sparse, the rest on the layer codebook;
+    // dLLM-KVQ's kept channels fp16 beside the codes (code 0 in their slots, never outliers).
+    for (size_t j = 0; j < hp.size(); ++j)
+      hp_vals_[base][size_t(p) * hp.size() + j] = f32_to_f16(k[hp[j]]);
     for (int c = 0; c < hd; ++c) {
-      if (k[c] < lo[c] || k[c] > up[c]) {
+      if (is_hp[c]) {
+        codes[c] = 0;
+      } else if (k[c] < lo[c] || k[c] > up[c]) {
         kent.push_back({uint16_t(c), f32_to_f16(k[c])});
         ++kcnt[i];
         codes[c] = 0;
@@ -197,6 +219,11 @@ KvRows KvQuantKvStore::read(int layer, int g, int p0, int n, float* ks, float* v
                     P.k_range.data() + size_t(g) * hd, P.k_zp.data() + size_t(g) * hd, 1, kr);
     for (uint32_t e = ko.start[p]; e < ko.start[p + 1]; ++e)
       kr[ko.ent[e].index] = f16_to_f32(ko.ent[e].value);
+    if (dllm_kvq_) {
+      const std::vector<int>& hp = hp_[layer][g];
+      const uint16_t* hv = hp_vals_[base].data() + size_t(p) * hp.size();
+      for (size_t j = 0; j < hp.size(); ++j) kr[hp[j]] = f16_to_f32(hv[j]);
+    }
     const uint16_t* vp = v_params_.get() + (base * cap_ + p) * 2;
     const float off = f16_to_f32(vp[0]), rng = f16_to_f32(vp[1]);
     dequant_lut_row(v_codes_.get() + (base * cap_ + p) * vb_, hd, bits_v_, P.v_lut.data(), &rng,
@@ -224,6 +251,8 @@ KvBytes KvQuantKvStore::held() const {
     for (int g = 0; g < H; ++g) {
       const size_t base = lh(l, g);
       b.k += q_rows * kb_ + sink_rows * size_t(hd) * 2 + k_out_[base].ent.size() * 4 + rows * 4;
+      // dLLM-KVQ: fp16 channel values of the quantized rows and their 16-bit indices.
+      if (dllm_kvq_) b.k += (q_rows + 1) * hp_[l][g].size() * 2;
       b.v +=
           q_rows * (vb_ + 4) + sink_rows * size_t(hd) * 2 + v_out_[base].ent.size() * 4 + rows * 4;
     }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "cache/fp16_channels.h"
 #include "cache/kv_store.h"
 #include "io/calib_artifact.h"
 #include "ops/rope.h"
@@ -19,7 +20,9 @@ namespace dllmq {
 class KvQuantKvStore final : public KvStore {
  public:
   // The artifact must already be checked against the model (check_calib_matches).
-  KvQuantKvStore(KvGeometry geo, const CalibArtifact& calib, const RopeTable& rope);
+  // fp16_channels: [layer][kv_head] -> channel indices kept at fp16 (empty: plain KVQuant).
+  KvQuantKvStore(KvGeometry geo, const CalibArtifact& calib, const RopeTable& rope,
+                 Fp16Channels fp16_channels = {});
 
   void reset(int n_positions) override;
   void write(int layer, int p0, int n, const float* k_pre, const float* v) override;
@@ -27,7 +30,7 @@ class KvQuantKvStore final : public KvStore {
               float* v_scratch) const override;
   KvBytes held() const override;
   size_t bytes_fp16() const override;
-  std::string method() const override { return "kvquant"; }
+  std::string method() const override { return dllm_kvq_ ? "dllm-kvq" : "kvquant"; }
   std::string name() const override;
   int bits_k() const override { return bits_k_; }
   int bits_v() const override { return bits_v_; }
@@ -66,6 +69,9 @@ class KvQuantKvStore final : public KvStore {
   std::vector<Csr> k_out_, v_out_;                // [layer][head]
   std::vector<uint8_t> written_;                  // [layer][pos]
   std::vector<size_t> rows_;                      // per layer
+  bool dllm_kvq_ = false;
+  Fp16Channels hp_;                             // [layer][head] sorted fp16 K channels
+  std::vector<std::vector<uint16_t>> hp_vals_;  // [layer][head] -> [pos][n_channels] fp16
 };
 
 }  // namespace dllmq

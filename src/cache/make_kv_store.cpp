@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cache/dense_kv_store.h"
+#include "cache/fp16_channels.h"
 #include "cache/kivi_kv_store.h"
 #include "cache/kv_spec.h"
 #include "cache/kvquant_kv_store.h"
@@ -17,9 +18,8 @@ namespace dllmq {
 namespace {
 
 // "layer:head:channel,..." -> [layer][head] channel lists.
-std::vector<std::vector<std::vector<int>>> parse_channels(const std::string& spec, KvGeometry geo) {
-  std::vector<std::vector<std::vector<int>>> out(geo.n_layers,
-                                                 std::vector<std::vector<int>>(geo.n_kv_heads));
+Fp16Channels parse_channels(const std::string& spec, KvGeometry geo) {
+  Fp16Channels out(geo.n_layers, std::vector<std::vector<int>>(geo.n_kv_heads));
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -44,6 +44,31 @@ std::vector<std::vector<std::vector<int>>> parse_channels(const std::string& spe
   return out;
 }
 
+// The dLLM-KVQ channels of a dllm-kvq artifact, [layer][head].
+Fp16Channels artifact_channels(const CalibArtifact& art, KvGeometry geo) {
+  Fp16Channels ch(geo.n_layers, std::vector<std::vector<int>>(geo.n_kv_heads));
+  for (int l = 0; l < geo.n_layers; ++l)
+    for (int flat : art.layers[l].k_fp16_channels)
+      ch[l][flat / geo.head_dim].push_back(flat % geo.head_dim);
+  return ch;
+}
+
+// The base codec the artifact's channels were scored with (artifacts made before --kv-base
+// carry none: kivi).
+std::string artifact_base(const CalibArtifact& art) {
+  const auto it = art.extra.find("kv_base");
+  return it == art.extra.end() ? "kivi" : it->second;
+}
+
+CalibArtifact load_checked(const std::string& path, const char* flag, const std::string& want,
+                           KvGeometry geo, const std::string& model_fingerprint) {
+  CalibArtifact art = load_calib_artifact(path);
+  check_calib_matches(art, path, model_fingerprint, geo.n_layers, geo.n_kv_heads, geo.head_dim);
+  if (art.method != want)
+    fail("{} {}: a {} artifact, where a {} artifact is needed", flag, path, art.method, want);
+  return art;
+}
+
 }  // namespace
 
 std::unique_ptr<KvStore> make_kv_store(const KvSpec& s, KvGeometry geo, const RopeTable& rope,
@@ -57,11 +82,10 @@ std::unique_ptr<KvStore> make_kv_store(const KvSpec& s, KvGeometry geo, const Ro
   (void)quant_isa();
   CalibArtifact art;
   if (!s.calib.empty()) {
-    art = load_calib_artifact(s.calib);
-    check_calib_matches(art, s.calib, model_fingerprint, geo.n_layers, geo.n_kv_heads,
-                        geo.head_dim);
-    if (art.method != s.method)
-      fail("--calib {}: a {} artifact, but --kv {} was asked for", s.calib, art.method, s.method);
+    art = load_checked(s.calib, "--calib", s.method, geo, model_fingerprint);
+    if (s.method == "dllm-kvq" && artifact_base(art) != s.base)
+      fail("--calib {}: its channels were scored on the {} base, but --kv-base {} was asked for",
+           s.calib, artifact_base(art), s.base);
   }
   if (s.method == "kvquant") {
     if ((s.bits_k && s.bits_k != art.bits_k) || (s.bits_v && s.bits_v != art.bits_v))
@@ -69,6 +93,20 @@ std::unique_ptr<KvStore> make_kv_store(const KvSpec& s, KvGeometry geo, const Ro
            art.bits_k, art.bits_v, s.bits_k ? s.bits_k : art.bits_k,
            s.bits_v ? s.bits_v : art.bits_v);
     return std::make_unique<KvQuantKvStore>(geo, art, rope);
+  }
+  if (s.method == "dllm-kvq" && s.base == "kvquant") {
+    const CalibArtifact codec =
+        load_checked(s.base_calib, "--kv-base-calib", "kvquant", geo, model_fingerprint);
+    if ((s.bits_k && s.bits_k != codec.bits_k) || (s.bits_v && s.bits_v != codec.bits_v))
+      fail("--kv-bits: --kv-base-calib {} was calibrated for K {} / V {} bits, {} / {} asked",
+           s.base_calib, codec.bits_k, codec.bits_v, s.bits_k ? s.bits_k : codec.bits_k,
+           s.bits_v ? s.bits_v : codec.bits_v);
+    if (!s.calib.empty() && (art.bits_k != codec.bits_k || art.bits_v != codec.bits_v))
+      fail("--calib {} chose its channels for K {} / V {} bits, --kv-base-calib {} codes {} / {}",
+           s.calib, art.bits_k, art.bits_v, s.base_calib, codec.bits_k, codec.bits_v);
+    Fp16Channels ch =
+        s.channels.empty() ? artifact_channels(art, geo) : parse_channels(s.channels, geo);
+    return std::make_unique<KvQuantKvStore>(geo, codec, rope, std::move(ch));
   }
   KiviConfig kc;
   kc.bits_k = s.bits_k ? s.bits_k : kKiviDefaultBits;
@@ -89,10 +127,7 @@ std::unique_ptr<KvStore> make_kv_store(const KvSpec& s, KvGeometry geo, const Ro
         if (kc.group < 1 || kc.group > 4096)
           fail("--calib {}: metadata kv_group '{}' outside 1..4096", s.calib, it->second);
       }
-      kc.fp16_channels.assign(geo.n_layers, std::vector<std::vector<int>>(geo.n_kv_heads));
-      for (int l = 0; l < geo.n_layers; ++l)
-        for (int flat : art.layers[l].k_fp16_channels)
-          kc.fp16_channels[l][flat / geo.head_dim].push_back(flat % geo.head_dim);
+      kc.fp16_channels = artifact_channels(art, geo);
     }
   }
   return std::make_unique<KiviKvStore>(geo, std::move(kc), rope);

@@ -118,7 +118,11 @@ TraceCalibrator::TraceCalibrator(const ModelConfig& cfg, const RopeTable& rope,
     kc.bits_k = opt_.bits_k;
     kc.bits_v = opt_.bits_v;
     kc.group = opt_.group;
-    kivi_ = std::make_unique<KiviKvStore>(KvGeometry{L, cfg.n_kv_heads, hd_}, kc, rope_);
+    const KvGeometry geo{L, cfg.n_kv_heads, hd_};
+    if (opt_.base_codec)
+      kivi_ = std::make_unique<KvQuantKvStore>(geo, *opt_.base_codec, rope_);
+    else
+      kivi_ = std::make_unique<KiviKvStore>(geo, kc, rope_);
     err_.resize(L);
     score_sum_.assign(L, std::vector<double>(kvd_, 0.0));
     score_pairs_.assign(L, 0.0);
@@ -440,6 +444,7 @@ CalibArtifact TraceCalibrator::finish() const {
     share_list += fmt::format("{}{}", l ? "," : "", n[l]);
   }
   a.extra["kv_group"] = std::to_string(opt_.group);
+  if (opt_.base_codec) a.extra["kv_base"] = "kvquant";
   a.extra["budget"] = fmt::format("{}", opt_.budget);
   a.extra["budget_floor"] = fmt::format("{}", opt_.floor);
   a.extra["budget_cap"] = fmt::format("{}", opt_.cap);

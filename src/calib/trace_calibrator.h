@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cache/kivi_kv_store.h"
+#include "cache/kvquant_kv_store.h"
 #include "calib/kvquant_calibrator.h"
 #include "calib/state_dump.h"
 #include "decode/generate.h"
@@ -39,6 +40,9 @@ struct TraceCalibOptions {
   KvQuantCalibOptions kvq;         // kvquant: bits, outliers, sink, reservoir
   int bits_k = 2, bits_v = 2;      // dllm-kvq: the KIVI codec of its store
   int group = 32;
+  // dllm-kvq --kv-base kvquant: the KVQuant artifact (checked against the model) whose codec
+  // scores the channels in place of KIVI's (METHODS.md §4: the channels the base serves worst).
+  std::optional<CalibArtifact> base_codec;
   double budget = 0.05;  // share of all K channels kept at fp16
   double floor = 0.25;   // per-layer share bounds, relative to the uniform share
   double cap = 4.0;
@@ -121,7 +125,8 @@ class TraceCalibrator final : public LayerObserver, public StepProbe {
   std::vector<std::array<RegionStats, kNumRegions>> regions_;
   int64_t rows_observed_ = 0;
   // dllm-kvq.
-  std::unique_ptr<KiviKvStore> kivi_;           // the low-bit store, written with the refreshes
+  std::unique_ptr<KvStore> kivi_;  // the low-bit base store (KIVI or KVQuant), written with the
+                                   // refreshes
   std::vector<std::vector<float>> err_;         // [layer][pos][kvd] post-RoPE K - kivi(K)
   std::vector<std::vector<double>> score_sum_;  // [layer][kvd]
   std::vector<double> score_pairs_;             // [layer] the scores' divisor (see on_query)

@@ -49,6 +49,8 @@ struct CalibArgs {
   std::string out;
   int threads = 0;
   GenerateFlags gen;  // the decoding configuration TRACE replays (cache, lengths, schedule)
+  // dllm-kvq: the base codec its channels are scored with (--kv-base, --kv-base-calib).
+  std::string kv_base = "kivi", kv_base_calib;
   std::string rank = "reference";
   double budget = 0.05, budget_floor = 0.25, budget_cap = 4.0;
   bool no_sensitivity = false;
@@ -161,6 +163,22 @@ void run_trace(const CalibArgs& a, Model& m, const std::vector<CalibPair>& pairs
   o.bits_k = a.bits_k.value_or(a.bits.value_or(2));
   o.bits_v = a.bits_v.value_or(a.bits.value_or(2));
   o.group = a.gen.kv_group;
+  if (a.kv_base == "kvquant") {
+    const CalibArtifact& c = o.base_codec.emplace(load_calib_artifact(a.kv_base_calib));
+    check_calib_matches(c, a.kv_base_calib, m.fingerprint(), cfg.n_layers, cfg.n_kv_heads,
+                        cfg.head_dim);
+    if (c.method != "kvquant")
+      fail("--kv-base-calib {}: a {} artifact, where a kvquant artifact is needed", a.kv_base_calib,
+           c.method);
+    if ((a.bits_k || a.bits) && o.bits_k != c.bits_k)
+      fail("--kv-bits: --kv-base-calib {} codes K at {} bits, {} asked", a.kv_base_calib, c.bits_k,
+           o.bits_k);
+    if ((a.bits_v || a.bits) && o.bits_v != c.bits_v)
+      fail("--kv-bits: --kv-base-calib {} codes V at {} bits, {} asked", a.kv_base_calib, c.bits_v,
+           o.bits_v);
+    o.bits_k = c.bits_k;
+    o.bits_v = c.bits_v;
+  }
   o.budget = a.budget;
   o.floor = a.budget_floor;
   o.cap = a.budget_cap;
@@ -453,6 +471,21 @@ void register_calibrate(CLI::App& app) {
     a->gen.kv_bits.reset();
     a->gen.kv_bits_k.reset();
     a->gen.kv_bits_v.reset();
+    // --kv-base* name the codec dllm-kvq's channels are scored with, not the replay's store.
+    a->kv_base = a->gen.kv_base;
+    a->kv_base_calib = a->gen.kv_base_calib;
+    a->gen.kv_base = "kivi";
+    a->gen.kv_base_calib.clear();
+    if (a->kv_base != "kivi" && a->kv_base != "kvquant")
+      fail("--kv-base '{}': accepted values are kivi and kvquant", a->kv_base);
+    if (a->kv_base == "kvquant" && a->method != "dllm-kvq")
+      fail("--kv-base kvquant is for --method dllm-kvq (the codec its channels are scored with)");
+    if (a->kv_base == "kvquant" && a->kv_base_calib.empty())
+      fail(
+          "--kv-base kvquant needs --kv-base-calib FILE (a `dllmq calibrate --method kvquant` "
+          "artifact)");
+    if (a->kv_base != "kvquant" && !a->kv_base_calib.empty())
+      fail("--kv-base-calib is for --kv-base kvquant only");
     if (!a->gen.kv.empty() || !a->gen.calib.empty() || !a->gen.kv_channels.empty())
       fail(
           "calibrate replays decoding with the exact fp32 store; --kv, --calib and "

@@ -12,7 +12,10 @@
 //                     "kv-bits": 2}]}
 // Keys are `dllmq eval` flag names without "--"; null leaves the flag out, true passes it bare.
 // Outputs: OUT/grid.json (every summary), OUT/grid.md (table + average per setting over tasks),
-// OUT/grid.csv (one row per task x point) and OUT/grid.png (headline metric vs effective KV bits).
+// OUT/grid.csv (one row per task x point) and OUT/grid.png (headline metric vs effective KV bits);
+// with a "kv" axis also OUT/cells.json (per-problem results of every cell), OUT/frontier.md/.json
+// and OUT/frontier-<setting>.png (cli/grid_frontier.h: frontiers, matched budgets, McNemar, the
+// paper-form average). `dllmq grid --reduce --out OUT` recomputes those from cells.json.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,12 +33,14 @@
 
 #include "cli/commands.h"
 #include "cli/grid_config.h"
+#include "cli/grid_frontier.h"
 #include "cli/grid_slurm.h"
 #include "cli/plot_helper.h"
 #include "eval/data.h"
 #include "eval/run.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_limits.h"
 
 namespace dllmq::cli {
 
@@ -106,6 +111,9 @@ struct RunRow {
   std::vector<std::string> metric_names;
   std::map<std::string, std::optional<double>> metrics;
   std::optional<double> tokens_per_s, mean_nfe, kv_bytes, kv_bytes_fp16, effective_bits;
+  std::optional<double> bits_k, bits_v;  // effective bits of K and of V apart
+  std::vector<std::string> ids;          // per problem (samples.jsonl): task_id, correct
+  std::vector<uint8_t> correct;
   std::optional<double> headline() const {
     return metric_names.empty() ? std::nullopt : metrics.at(metric_names[0]);
   }
@@ -147,6 +155,16 @@ void fill_from_summary(RunRow& row, const nlohmann::json& s, const std::string& 
   if (!row.kv_bytes_fp16) row.kv_bytes_fp16 = sample_mean(dir, "kv_bytes_fp16");
   if (row.kv_bytes && row.kv_bytes_fp16 && *row.kv_bytes_fp16 > 0)
     row.effective_bits = 16.0 * *row.kv_bytes / *row.kv_bytes_fp16;
+  // Per problem: what the paired statistics need (the fp16 size holds K and V alike).
+  double k = 0, v = 0, f16 = 0;
+  for (const auto& r :
+       eval::read_samples((fs::path(dir) / eval::samples_file_name(0, 1)).string(), false)) {
+    row.ids.push_back(r["task_id"].get<std::string>());
+    row.correct.push_back(r.value("correct", false) ? 1 : 0);
+    k += r.value("kv_bytes_k", 0.0), v += r.value("kv_bytes_v", 0.0);
+    f16 += r.value("kv_bytes_fp16", 0.0);
+  }
+  if (f16 > 0 && k + v > 0) row.bits_k = 32.0 * k / f16, row.bits_v = 32.0 * v / f16;
 }
 
 std::string csv_field(const std::string& s) {
@@ -169,7 +187,9 @@ std::string grid_csv(const std::vector<RunRow>& rows, const std::vector<std::str
   for (const auto& a : axes) csv += fmt::format(",{}", csv_field(a));
   csv += ",n";
   for (const auto& m : metrics) csv += fmt::format(",{}", csv_field(m));
-  csv += ",tokens_per_s,mean_nfe,kv_bytes,kv_bytes_fp16,effective_bits,exit_code\n";
+  csv +=
+      ",tokens_per_s,mean_nfe,kv_bytes,kv_bytes_fp16,effective_bits,effective_bits_k,"
+      "effective_bits_v,exit_code\n";
   for (const auto& r : rows) {
     csv += csv_field(r.task);
     for (const auto& v : r.values)
@@ -180,10 +200,10 @@ std::string grid_csv(const std::vector<RunRow>& rows, const std::vector<std::str
       csv += fmt::format(",{}",
                          it == r.metrics.end() ? std::string() : opt_text(it->second, "{:.6g}"));
     }
-    csv += fmt::format(",{},{},{},{},{},{}\n", opt_text(r.tokens_per_s, "{:.4g}"),
+    csv += fmt::format(",{},{},{},{},{},{},{},{}\n", opt_text(r.tokens_per_s, "{:.4g}"),
                        opt_text(r.mean_nfe, "{:.4g}"), opt_text(r.kv_bytes, "{:.0f}"),
                        opt_text(r.kv_bytes_fp16, "{:.0f}"), opt_text(r.effective_bits, "{:.3g}"),
-                       r.exit_code);
+                       opt_text(r.bits_k, "{:.3g}"), opt_text(r.bits_v, "{:.3g}"), r.exit_code);
   }
   return csv;
 }
@@ -256,6 +276,65 @@ std::string averages_and_plot(const std::vector<RunRow>& rows, size_t n_points, 
     }
   }
   return md;
+}
+
+// The frontier's view of the grid: the cells of a "kv" axis with per-problem results.
+std::vector<FrontierCell> frontier_cells(const std::vector<RunRow>& rows,
+                                         const std::vector<std::string>& axes,
+                                         const nlohmann::json& cfg) {
+  const auto axis = [&](const char* name) {
+    return size_t(std::find(axes.begin(), axes.end(), name) - axes.begin());
+  };
+  const size_t kv_axis = axis("kv"), cache_axis = axis("cache"), model_axis = axis("model");
+  std::vector<FrontierCell> cells;
+  if (kv_axis == axes.size()) return cells;
+  const auto fixed = cfg.value("fixed", nlohmann::json::object());
+  for (const auto& r : rows) {
+    if (!r.ok || r.ids.empty() || !r.effective_bits) continue;
+    const nlohmann::json& kv = r.values[kv_axis];
+    FrontierCell c;
+    c.name = value_text(kv);
+    const std::string method =
+        kv.is_object() ? (kv.contains("kv") ? value_text(kv["kv"]) : "") : value_text(kv);
+    c.quantized = method == "kivi" || method == "kvquant" || method == "dllm-kvq";
+    c.family = kv_method_family(c.name);
+    c.nominal_bits = c.quantized ? kv_nominal_bits(c.name, kv) : 16;
+    c.paper = c.name.find('@') == std::string::npos;
+    const nlohmann::json model =
+        model_axis < axes.size() ? r.values[model_axis] : cfg.value("model", nlohmann::json(""));
+    c.model = fs::path(value_text(model)).filename().string();
+    if (c.model.empty()) c.model = "model";
+    c.cache = cache_axis < axes.size()  ? value_text(r.values[cache_axis])
+              : fixed.contains("cache") ? value_text(fixed["cache"])
+                                        : "none";
+    c.task = r.task;
+    c.eff_bits = *r.effective_bits;
+    c.eff_bits_k = r.bits_k.value_or(*r.effective_bits);
+    c.eff_bits_v = r.bits_v.value_or(*r.effective_bits);
+    c.ids = r.ids;
+    c.correct = r.correct;
+    cells.push_back(std::move(c));
+  }
+  return cells;
+}
+
+// OUT/cells.json (unless reducing from it), frontier.md/.json and the frontier plots; returns the
+// markdown.
+std::string write_frontier(const std::vector<FrontierCell>& cells, const std::string& out,
+                           const FrontierOptions& fo, bool write_cells) {
+  if (write_cells)
+    write_file_atomic((fs::path(out) / "cells.json").string(), cells_to_json(cells).dump() + "\n");
+  FrontierReport rep = reduce_frontier(cells, fo);
+  const std::vector<std::string> pngs = draw_frontiers(rep, out);
+  if (!pngs.empty()) {
+    rep.markdown += "\nFrontier plots (one per setting):";
+    for (const auto& p : pngs) rep.markdown += " " + p;
+    rep.markdown += "\n";
+  }
+  rep.json["plots"] = pngs;
+  write_file_atomic((fs::path(out) / "frontier.json").string(), rep.json.dump(1) + "\n");
+  write_file_atomic((fs::path(out) / "frontier.md").string(), rep.markdown);
+  return rep.markdown;
 }
 
 // Command-line overrides of the config's "model" and "out", and "{out}" in its strings (so the
@@ -354,7 +433,7 @@ std::vector<std::string> eval_flag_names() {
 }
 
 void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& over,
-              const LauncherOptions& launcher) {
+              const LauncherOptions& launcher, const FrontierOptions& fo) {
   auto cfg = parse_grid_config(eval::read_text_file(cfg_path), cfg_path);
   if (!over.out.empty()) cfg["out"] = over.out;
   if (!over.model.empty()) {
@@ -487,11 +566,34 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
   md +=
       "\ngrid.png: mean headline metric over tasks (y) against effective KV bits (x); colour =\n"
       "KV method, marker = cache mode; hollow = no fp16 KV size recorded, drawn at 16 bits.\n";
+  if (const auto cells = frontier_cells(rows, axes, cfg); !cells.empty())
+    md += write_frontier(cells, out, fo, true);
   write_file_atomic((fs::path(out) / "grid.md").string(), md);
   write_file_atomic((fs::path(out) / "grid.csv").string(), grid_csv(rows, axes));
   std::fputs(md.c_str(), stdout);
   if (failures)
     fail("grid: {} of {} runs failed (see {}/grid.json)", failures, results.size(), out);
+}
+
+std::vector<double> parse_budgets(const std::string& text) {
+  std::vector<double> out;
+  size_t a = 0;
+  while (a <= text.size()) {
+    const size_t b = std::min(text.find(',', a), text.size());
+    const std::string item = text.substr(a, b - a);
+    double v = 0;
+    size_t used = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || !(v > 0 && v <= 32))
+      fail("--budgets '{}': '{}' is not a number of bits in (0, 32]", text, item);
+    out.push_back(v);
+    a = b + 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -511,7 +613,36 @@ void register_grid(CLI::App& app) {
   cmd->add_flag("--dry-run", *dry,
                 "print the eval command lines only (slurm: the job scripts, nothing submitted)");
   add_launcher_options(*cmd, *launcher);
-  cmd->callback([cfg, dry, over, launcher] {
+  auto fo = std::make_shared<FrontierOptions>();
+  auto reduce = std::make_shared<bool>(false);
+  auto budgets = std::make_shared<std::string>("3,4,5");
+  cmd->add_flag("--reduce", *reduce,
+                "recompute the frontier statistics of a finished grid from --out DIR/cells.json "
+                "(nothing is run)");
+  cmd->add_option("--bootstrap", fo->replicates,
+                  "bootstrap replicates of the frontier intervals (100..100000)")
+      ->capture_default_str();
+  cmd->add_option("--bootstrap-seed", fo->seed, "seed of the bootstrap resampler")
+      ->capture_default_str();
+  cmd->add_option("--budgets", *budgets,
+                  "effective bits at which methods are compared, comma-separated (each in "
+                  "(0, 32])")
+      ->capture_default_str();
+  cmd->callback([cfg, dry, over, launcher, fo, reduce, budgets] {
+    if (fo->replicates < 100 || fo->replicates > 100000)
+      fail("--bootstrap {}: accepted range is 100..100000", fo->replicates);
+    fo->budgets = parse_budgets(*budgets);
+    if (*reduce) {
+      if (over->out.empty())
+        fail("grid --reduce: give the finished grid's directory with --out DIR");
+      const std::string path = (fs::path(over->out) / "cells.json").string();
+      if (!fs::exists(path))
+        fail("grid --reduce: {} does not exist (a grid with a \"kv\" axis writes it)", path);
+      const auto cells =
+          cells_from_json(parse_json_bounded(eval::read_text_file(path), path), path);
+      std::fputs(write_frontier(cells, over->out, *fo, false).c_str(), stdout);
+      return;
+    }
     if (launcher->status) {
       if (over->out.empty()) fail("grid --status: give the run directory with --out DIR");
       return print_grid_status(over->out);
@@ -519,7 +650,7 @@ void register_grid(CLI::App& app) {
     if (cfg->empty()) fail("grid: --config GRID.json is required (or --status --out DIR)");
     if (launcher->shards > 1 && launcher->launcher != "slurm" && !launcher->collect)
       fail("grid --shards {}: sharding cells needs --launcher slurm", launcher->shards);
-    run_grid(*cfg, *dry, *over, *launcher);
+    run_grid(*cfg, *dry, *over, *launcher, *fo);
   });
 }
 

@@ -276,6 +276,8 @@ CompletionRequest parse_request(const std::string& body, Endpoint endpoint,
     if (decode["kv"].get<std::string>() != server_kv) {
       flags.calib.clear();
       flags.kv_channels.clear();
+      flags.kv_base = "kivi";
+      flags.kv_base_calib.clear();
       flags.kv_bits.reset();
       flags.kv_bits_k.reset();
       flags.kv_bits_v.reset();

@@ -68,6 +68,13 @@ void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
                   "thresholds; dllm-kvq: fp16 K channels)");
   cmd->add_option("--kv-channels", f.kv_channels,
                   "dllm-kvq: fp16 K channels given explicitly, layer:head:channel,...");
+  cmd->add_option("--kv-base", f.kv_base,
+                  "dllm-kvq: codec of the other K channels and of V: kivi (uniform groups) | "
+                  "kvquant (NUQ codebooks, thresholds and outliers of --kv-base-calib)")
+      ->capture_default_str();
+  cmd->add_option("--kv-base-calib", f.kv_base_calib,
+                  "dllm-kvq --kv-base kvquant: the KVQuant artifact (`dllmq calibrate --method "
+                  "kvquant`) whose codec the base uses");
   cmd->add_option(
       "--trace-cache", f.trace_cache,
       "JSONL file: per step and layer, error of reused K/V and attention vs a full recompute");
@@ -108,6 +115,8 @@ GenerateOptions resolve_generate_flags(const GenerateFlags& f, const std::string
   o.kv.group = f.kv_group;
   o.kv.calib = f.calib;
   o.kv.channels = f.kv_channels;
+  o.kv.base = f.kv_base;
+  o.kv.base_calib = f.kv_base_calib;
   validate_kv_spec(o.kv);
   o.trace_cache = f.trace_cache;
   if (f.threads < 0) fail("--threads must be >= 0, got {}", f.threads);

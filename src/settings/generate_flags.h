@@ -36,6 +36,8 @@ struct GenerateFlags {
   int kv_group = 32;
   std::string calib;
   std::string kv_channels;
+  std::string kv_base = "kivi";  // dllm-kvq base codec: kivi | kvquant
+  std::string kv_base_calib;
   std::string trace_cache;
   int threads = 0;
 };

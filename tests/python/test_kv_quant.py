@@ -25,7 +25,9 @@ token- and NFE-exact agreement with the fake-quant reference, plus the --json fi
 kv_method, kv_bits_effective_k/v, kv_bytes, kv_bytes_fp16.  KVQuant: pairs JSONL ->
 `dllmq calibrate --method kvquant --trajectory ar --kv-bits B` -> thresholds and codebooks
 within 1e-4 of the data range of the numpy calibration -> generate with --calib, exact vs
-the reference using the artifact's parameters.  Also: no --kv == --kv fp32 == exact
+the reference using the artifact's parameters; dLLM-KVQ on the KVQuant base (`--kv-base
+kvquant --kv-base-calib ART`, explicit channels; and `calibrate --method dllm-kvq --kv-base
+kvquant` -> its channels) exact vs the reference on that artifact's codec.  Also: no --kv == --kv fp32 == exact
 reference; --kv fp16 / bf16 vs their rounding references; error cases (kvquant without
 --calib, --kv-bits 5, an artifact of another checkpoint).
 
@@ -95,7 +97,21 @@ def make_hook(case, flip=False):
     if kv is None or kv["method"] == "fp32":
         return None
     kw = dict(kv)
+    if "channels_calib" in kw:  # channels from a dllm-kvq artifact
+        kw["channels"] = artifact_channels(kw.pop("channels_calib"), kw.pop("hd"))
     return kq.KVFakeQuant(delta=DELTA, flip=flip, **kw)
+
+
+def artifact_channels(path, hd):
+    """The fp16 K channels of a dllm-kvq artifact as {(layer, head, channel)}."""
+    t, _ = st.read_safetensors(path, upcast=True)
+    out = set()
+    l = 0
+    while "layers.%d.k_fp16_channels" % l in t:
+        for flat in np.asarray(t["layers.%d.k_fp16_channels" % l]).astype(int).ravel():
+            out.add((l, int(flat) // hd, int(flat) % hd))
+        l += 1
+    return out
 
 
 def ref_run(m, prompt, case, hook):
@@ -131,7 +147,7 @@ def kv_flags(case):
     if kv is None:
         return []
     f = ["--kv", kv["method"]]
-    if kv["method"] in ("kivi", "dllm-kvq"):
+    if kv["method"] == "kivi" or (kv["method"] == "dllm-kvq" and kv.get("base", "kivi") == "kivi"):
         if kv.get("bits") is not None:
             f += ["--kv-bits", str(kv["bits"])]
         else:
@@ -140,6 +156,9 @@ def kv_flags(case):
             f += ["--kv-group", str(case["G_flag"])]
         if kv["method"] == "dllm-kvq":
             f += ["--kv-channels", kv["channels"]]
+    elif kv["method"] == "dllm-kvq":  # on the KVQuant base: bits are the base artifact's
+        f += ["--kv-base", "kvquant", "--kv-base-calib", kv["calib"]]
+        f += ["--kv-channels", kv["channels"]] if kv.get("channels") else ["--calib", kv["channels_calib"]]
     elif kv["method"] == "kvquant":
         f += ["--calib", kv["calib"]]
     return f
@@ -288,6 +307,16 @@ def self_checks(res, work):
     exp0 = [float(np.float16(np.float32(v))) for v in kp[0, 0]]
     ok = np.allclose(out[1, 0], exp1) and np.allclose(out[0, 0], exp0)
     res.check("ref/kvquant-k-hand", bool(ok), "got %s / %s" % (out[1, 0].tolist(), out[0, 0].tolist()))
+    # dLLM-KVQ on the KVQuant base: kept channels 0 and 3 -> fp16 of the pre-RoPE value (3.0 is
+    # then no outlier), the others as KVQuant; no kept channel == KVQuant
+    keep = np.array([[True, False, False, True]])
+    kp2 = kp.copy()
+    kp2[1, 0, 0] = 0.1234567
+    outk = kq.kvquant_k(kp2, lo, upp, cb, np.arange(2), sink=1, keep=keep)
+    ok = np.allclose(outk[1, 0], [float(np.float16(np.float32(0.1234567))), -0.5, 1.5, 3.0])
+    ok &= np.array_equal(outk[1, 0, 0], np.float64(np.float16(np.float32(0.1234567))))
+    ok &= np.array_equal(kq.kvquant_k(kp, lo, upp, cb, np.arange(2), keep=np.zeros((1, 4), bool)), out)
+    res.check("ref/dllm-kvq-kvquant-base-hand", bool(ok), "got %s" % outk[1, 0].tolist())
     v = np.array([[[-10.0, 0.0, 0.3, 0.6, 1.0, 50.0]]], np.float32).repeat(2, 0)
     vo = kq.kvquant_v(v, cb, np.arange(2), outlier_percent=40.0, sink=1)
     # percentiles 20 / 80 of 6 values: lo = 0.0, up = 1.0 (linear at idx 1 and 4): -10, 50 outliers
@@ -556,6 +585,43 @@ def compare_calib(res, name, m, art, pairs, bits):
                   "max |diff| / x_norm range %.2g" % worst[key])
 
 
+def base_calibrated_checks(res, models, dllmq, work, pj, art, ck, verbose):
+    """`dllmq calibrate --method dllm-kvq --kv-base kvquant`: an artifact marked kv_base kvquant
+    whose channels, used on that base, decode exactly as the reference; refused on the KIVI
+    base."""
+    d, m = models["llada"]
+    out = os.path.join(work, "dllm-kvq-base-kvquant.safetensors")
+    cmd = [dllmq, "calibrate", "-m", d, "--data", pj, "--method", "dllm-kvq", "--trajectory", "trace",
+           "--cache", "dual", "--gen-length", "16", "--block-length", "8", "--threshold", "0.9",
+           "--budget", "0.1", "--kv-base", "kvquant", "--kv-base-calib", art, "--out", out]
+    rc, _, err = run_cmd(cmd, timeout=600)
+    ok = rc == 0 and os.path.isfile(out)
+    res.check("calib/llada/dllm-kvq-kvquant-base/run", ok, "" if ok else "rc=%d stderr=%s" % (rc, err[-400:]))
+    if not ok:
+        return
+    meta = st.read_safetensors(out, upcast=True)[1] or {}
+    n_ch = len(artifact_channels(out, m.hd))
+    res.check("calib/llada/dllm-kvq-kvquant-base/metadata",
+              meta.get("kv_base") == "kvquant" and meta.get("kv_bits_k") == "2" and n_ch > 0,
+              "kv_base %r bits %r channels %d" % (meta.get("kv_base"), meta.get("kv_bits_k"), n_ch))
+    for cache, sched in (("dual", "thr0.9"), ("prefix", "quota")):
+        case = build_case("llada/kvquant2/dllm-kvq-base-kvquant-calib/%s/%s" % (cache, sched), "llada", ck,
+                          m.arch, cache, sched, dict(method="dllm-kvq", base="kvquant", calib=art,
+                                                     channels_calib=out, hd=m.hd))
+        compare_case(res, models, case, dllmq, verbose)
+    base = [dllmq, "generate", "-m", d, "--prompt-ids", "1,2,3,4", "--gen-length", "8", "--block-length", "8",
+            "--steps", "8", "--cache", "prefix", "--json"]
+    for nm, extra, needle in (
+            ("kvquant-scored-on-kivi-base", ["--kv", "dllm-kvq", "--calib", out], "--kv-base"),
+            ("base-calib-not-kvquant", ["--kv", "dllm-kvq", "--kv-base", "kvquant", "--kv-base-calib", out,
+                                        "--calib", out], "--kv-base-calib"),
+            ("base-bits-mismatch", ["--kv", "dllm-kvq", "--kv-base", "kvquant", "--kv-base-calib", art,
+                                    "--kv-bits", "4", "--kv-channels", "0:0:1"], "--kv-bits")):
+        rc, o, e = run_cmd(base + extra)
+        el = error_lines(o + e)
+        res.check("err/" + nm, rc != 0 and needle in el, "rc=%d error line: %s" % (rc, el[-300:]))
+
+
 def binary_checks(res, models, dllmq, work, verbose, only):
     def want(n):
         return only is None or only in n
@@ -611,6 +677,15 @@ def binary_checks(res, models, dllmq, work, verbose, only):
                                       dict(method="kvquant", calib=art))
                     if want(case["name"]):
                         compare_case(res, models, case, dllmq, verbose)
+            # dLLM-KVQ on the KVQuant base: the artifact's codec, explicit fp16 K channels
+            for cache, sched in ((("prefix", "thr0.9"), ("dual", "thr0.9"), ("prefix", "quota"), ("dual", "quota"))
+                                 if name == "llada" and bits == 2 else (("prefix", "thr0.9"), ("dual", "quota"))):
+                case = build_case("%s/dllm-kvq-base-kvquant/%s/%s" % (tag, cache, sched), name, ck, m.arch, cache,
+                                  sched, dict(method="dllm-kvq", base="kvquant", calib=art, channels=ck["channels"]))
+                if want(case["name"]):
+                    compare_case(res, models, case, dllmq, verbose)
+            if name == "llada" and bits == 2 and want("kvquant-base-calib"):
+                base_calibrated_checks(res, models, dllmq, work, pj, art, ck, verbose)
             if name == "llada" and bits == 4:
                 for isa in ("scalar", "avx2"):
                     case = build_case("%s/dual/thr0.9/isa-%s" % (tag, isa), name, ck, m.arch, "dual", "thr0.9",
@@ -623,7 +698,12 @@ def binary_checks(res, models, dllmq, work, verbose, only):
     base = [dllmq, "generate", "-m", d, "--prompt-ids", "1,2,3,4", "--gen-length", "8", "--block-length", "8",
             "--steps", "8", "--cache", "prefix", "--json"]
     for nm, extra, needle in (("kvquant-without-calib", ["--kv", "kvquant"], "--calib"),
-                              ("kv-bits-5", ["--kv", "kivi", "--kv-bits", "5"], "--kv-bits")):
+                              ("kv-bits-5", ["--kv", "kivi", "--kv-bits", "5"], "--kv-bits"),
+                              ("kv-base-bogus", ["--kv", "dllm-kvq", "--kv-channels", "0:0:1", "--kv-base", "nuq"],
+                               "--kv-base"),
+                              ("kv-base-without-calib", ["--kv", "dllm-kvq", "--kv-channels", "0:0:1",
+                                                         "--kv-base", "kvquant"], "--kv-base-calib"),
+                              ("kv-base-on-kivi", ["--kv", "kivi", "--kv-base", "kvquant"], "--kv-base")):
         if not want("err/" + nm):
             continue
         rc, out, err = run_cmd(base + extra)
