@@ -27,6 +27,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -125,12 +126,35 @@ std::optional<double> number(const nlohmann::json& j, std::initializer_list<cons
   return std::nullopt;
 }
 
-// Mean of a per-sample field over samples.jsonl (0 = not recorded, e.g. the fake generator).
-std::optional<double> sample_mean(const std::string& dir, const char* key) {
+// The per-problem records of a cell: samples.jsonl, or the shard files samples.<i>-of-<n>.jsonl
+// that a Slurm grid's cells leave (its merge writes summary.json only); a task_id in two shard
+// files counts once, as in eval::merge_runs.
+std::vector<nlohmann::json> cell_samples(const std::string& dir) {
+  const fs::path single = fs::path(dir) / eval::samples_file_name(0, 1);
+  if (fs::exists(single)) return eval::read_samples(single.string(), false);
+  std::vector<std::string> files;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with("samples.") && name.ends_with(".jsonl") &&
+          name.find("-of-") != std::string::npos)
+        files.push_back(e.path().string());
+    }
+  std::sort(files.begin(), files.end());
+  std::vector<nlohmann::json> rows;
+  std::set<std::string> seen;
+  for (const auto& f : files)
+    for (auto& r : eval::read_samples(f, false))
+      if (!r.contains("task_id") || seen.insert(r["task_id"].dump()).second)
+        rows.push_back(std::move(r));
+  return rows;
+}
+
+// Mean of a per-sample field over the cell's samples (0 = not recorded, e.g. the fake generator).
+std::optional<double> sample_mean(const std::vector<nlohmann::json>& samples, const char* key) {
   double sum = 0;
   size_t n = 0;
-  for (const auto& r :
-       eval::read_samples((fs::path(dir) / eval::samples_file_name(0, 1)).string(), false))
+  for (const auto& r : samples)
     if (r.contains(key) && r[key].is_number()) sum += r[key].get<double>(), ++n;
   if (n == 0 || sum <= 0) return std::nullopt;
   return sum / n;
@@ -149,16 +173,16 @@ void fill_from_summary(RunRow& row, const nlohmann::json& s, const std::string& 
   row.mean_nfe = number(s, {"mean_nfe"});
   // Summaries written so far carry no KV sizes; the per-sample records carry kv_bytes (peak bytes
   // of the KV store), so fall back to their mean. Effective bits need the fp16 size as well.
+  const std::vector<nlohmann::json> samples = cell_samples(dir);
   row.kv_bytes = number(s, {"kv_bytes", "mean_kv_bytes"});
-  if (!row.kv_bytes) row.kv_bytes = sample_mean(dir, "kv_bytes");
+  if (!row.kv_bytes) row.kv_bytes = sample_mean(samples, "kv_bytes");
   row.kv_bytes_fp16 = number(s, {"kv_bytes_fp16", "mean_kv_bytes_fp16"});
-  if (!row.kv_bytes_fp16) row.kv_bytes_fp16 = sample_mean(dir, "kv_bytes_fp16");
+  if (!row.kv_bytes_fp16) row.kv_bytes_fp16 = sample_mean(samples, "kv_bytes_fp16");
   if (row.kv_bytes && row.kv_bytes_fp16 && *row.kv_bytes_fp16 > 0)
     row.effective_bits = 16.0 * *row.kv_bytes / *row.kv_bytes_fp16;
   // Per problem: what the paired statistics need (the fp16 size holds K and V alike).
   double k = 0, v = 0, f16 = 0;
-  for (const auto& r :
-       eval::read_samples((fs::path(dir) / eval::samples_file_name(0, 1)).string(), false)) {
+  for (const auto& r : samples) {
     row.ids.push_back(r["task_id"].get<std::string>());
     row.correct.push_back(r.value("correct", false) ? 1 : 0);
     k += r.value("kv_bytes_k", 0.0), v += r.value("kv_bytes_v", 0.0);

@@ -77,6 +77,12 @@ const std::vector<std::pair<const char*, Range>>& table() {
       {"--io-timeout", {false, 0.01, 3600}},
       {"--body-timeout", {false, 0, 86400}},
       {"--max-connections", {true, 1, 65536}},
+      // grid
+      {"--bootstrap", {true, 100, 100000}},
+      {"--bootstrap-seed", {true, 0, 18446744073709551615.0}},
+      // quantize: -1 = one group per output channel, 0 = the format's default; otherwise a
+      // positive multiple of 8 (checked with the scheme)
+      {"--group", {true, -1, 1 << 20}},
   };
   return t;
 }
