@@ -275,7 +275,9 @@ def part_a(res, dllmq, work, verbose):
                              ("budget-text", ["--out", out, "--budgets", "4,x"], "--budgets"),
                              ("bootstrap-5", ["--out", out, "--bootstrap", "5"], "--bootstrap")):
         rc, so2, se2 = run([dllmq, "grid", "--reduce"] + args)
-        el = "\n".join(l for l in (so2 + se2).splitlines() if "error" in l.lower())
+        # dllmq's errors, or CLI11's range refusal ("--bootstrap: '5' is not an integer in ...")
+        el = "\n".join(l for l in (so2 + se2).splitlines()
+                       if "error" in l.lower() or " is not " in l)
         res.check("reduce/err/" + nm, rc != 0 and needle in el and "terminate" not in se2,
                   "rc %d: %s" % (rc, el[-200:]))
 
@@ -301,6 +303,11 @@ def part_b(res, dllmq, work, verbose):
     res.check("sweep/config-generated", json.loads(g.stdout) == json.load(
         open(os.path.join(ROOT, "configs", "frontier_synth.json"))))
     out = os.path.join(work, "sweep")
+    # A fresh sweep and fresh single runs each time (a kept --workdir from an earlier run would
+    # resume them instead, and the single runs refuse an --out holding other results).
+    for d in os.listdir(work):
+        if d == "sweep" or d.startswith("single-"):
+            shutil.rmtree(os.path.join(work, d))
     cfg["out"] = out
     with open(cfg_path, "w") as f:
         json.dump(cfg, f)
