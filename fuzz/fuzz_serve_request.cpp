@@ -98,7 +98,8 @@ class FuzzServer : public httplib::Server {
                         const httplib::ContentReader& reader) {
         out.routed = true;
         std::string body;
-        if (auto err = dllmq::serve::read_request_body(req, reader, res, kMaxBody, body)) {
+        if (auto err = dllmq::serve::read_request_body(req, reader, res, kMaxBody,
+                                                       /*body_timeout_s=*/0, body)) {
           const int st = err->status();
           if (st != 400 && st != 413 && st != 415) std::abort();
           if (st == 413 && std::string(err->what()).find("--max-body") == std::string::npos)
