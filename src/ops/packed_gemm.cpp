@@ -34,20 +34,27 @@ int slot_column(DType dt, int lanes, int s) {
   return (s & 1) ? lanes + s / 2 : s / 2;
 }
 
+// `src` is read through memcpy: a safetensors file aligns a tensor's data only to its offset in
+// the file, so a mapped f32 (or 16-bit) tensor may start at any byte (UBSan: misaligned load).
 template <typename E>
-void pack_panels(const E* src, DType dt, int n, int k, int lanes, E* dst, bool parallel) {
+void pack_panels(const void* src, DType dt, int n, int k, int lanes, E* dst, bool parallel) {
   const int nr = 2 * lanes;
   const int panels = (n + nr - 1) / nr;
+  const auto* bytes = static_cast<const unsigned char*>(src);
 #pragma omp parallel for schedule(static) if (parallel && panels > 1)
   for (int p = 0; p < panels; ++p) {
     E* d = dst + size_t(p) * nr * k;
-    const E* col[64];
+    const unsigned char* col[64];
     for (int s = 0; s < nr; ++s) {
       const int c = p * nr + slot_column(dt, lanes, s);
-      col[s] = c < n ? src + size_t(c) * k : nullptr;
+      col[s] = c < n ? bytes + size_t(c) * k * sizeof(E) : nullptr;
     }
     for (int kk = 0; kk < k; ++kk)
-      for (int s = 0; s < nr; ++s) d[size_t(kk) * nr + s] = col[s] ? col[s][kk] : E(0);
+      for (int s = 0; s < nr; ++s) {
+        E v = E(0);
+        if (col[s]) std::memcpy(&v, col[s] + size_t(kk) * sizeof(E), sizeof(E));
+        d[size_t(kk) * nr + s] = v;
+      }
   }
 }
 
@@ -74,8 +81,7 @@ std::shared_ptr<const PackedWeight> pack_weight(const void* w, DType dt, int n, 
   if (buf == nullptr) throw std::bad_alloc();
   pw->buf.reset(static_cast<uint8_t*>(buf));
   if (dt == DType::kF32)
-    pack_panels(static_cast<const float*>(w), dt, n, k, pw->lanes, static_cast<float*>(buf),
-                parallel);
+    pack_panels(w, dt, n, k, pw->lanes, static_cast<float*>(buf), parallel);
   else
     pack_panels(static_cast<const uint16_t*>(w), dt, n, k, pw->lanes, static_cast<uint16_t*>(buf),
                 parallel);

@@ -112,20 +112,26 @@ QuantMatrix decode_gptq(const Checkpoint& ckpt, const std::string& base, int n, 
     if (m.g_idx[kk] < 0 || m.g_idx[kk] >= G)
       fail("{}: tensor '{}' entry {} is {}: expected a group in [0, {})", gi.file, gi.name, kk,
            m.g_idx[kk], G);
-  const auto* qwords = static_cast<const uint32_t*>(qw.data);
+  // Words read through memcpy: mapped tensor data is aligned only to its offset in the file.
+  const auto* qbytes = static_cast<const unsigned char*>(qw.data);
+  auto word_at = [](const unsigned char* base, size_t i) {
+    uint32_t w;
+    std::memcpy(&w, base + 4 * i, 4);
+    return w;
+  };
   m.q.resize(size_t(n) * k);
   for (int i = 0; i < k / pf; ++i)
     for (int c = 0; c < n; ++c) {
-      const uint32_t word = qwords[size_t(i) * n + c];
+      const uint32_t word = word_at(qbytes, size_t(i) * n + c);
       for (int j = 0; j < pf; ++j)
         m.q[size_t(c) * k + i * pf + j] = uint8_t((word >> (b * j)) & mask);
     }
-  const auto* zwords = static_cast<const uint32_t*>(qz.data);
+  const auto* zbytes = static_cast<const unsigned char*>(qz.data);
   m.zero.resize(size_t(G) * n);
   const int32_t off = qc.v1 ? 1 : 0;
   for (int g = 0; g < G; ++g)
     for (int i = 0; i < n / pf; ++i) {
-      const uint32_t word = zwords[size_t(g) * (n / pf) + i];
+      const uint32_t word = word_at(zbytes, size_t(g) * (n / pf) + i);
       for (int j = 0; j < pf; ++j)
         m.zero[size_t(g) * n + i * pf + j] = int32_t((word >> (b * j)) & mask) + off;
     }
