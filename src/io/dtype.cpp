@@ -28,8 +28,9 @@ void to_f32(DType t, const void* src, float* dst, size_t n) {
     case DType::kI32:
       break;
   }
-  fail("an I32 tensor was read as floating-point weights (a quantized tensor where a float one is "
-       "expected)");
+  fail(
+      "an I32 tensor was read as floating-point weights (a quantized tensor where a float one is "
+      "expected)");
 }
 
 }  // namespace dllmq

@@ -16,8 +16,8 @@ enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8 = 3, kQ4 = 4 };
 // The group tables of integer codes (unused for float weights). The reduction runs over the
 // packed k order, in which each group's columns are one run [gstart[g], gstart[g + 1]).
 struct QuantArgs {
-  const float* scale = nullptr;   // [panels][n_groups][2 * lanes], the panel's columns in order
-  const int32_t* zero = nullptr;  // same layout
+  const float* scale = nullptr;     // [panels][n_groups][2 * lanes], the panel's columns in order
+  const int32_t* zero = nullptr;    // same layout
   const int32_t* gstart = nullptr;  // [n_groups + 1]
   int n_groups = 0;
 };
