@@ -42,7 +42,7 @@ std::string default_python() {
   return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 }
 
-struct Args {
+struct EvalArgs {
   std::string task, data, responses, subset, train, details, python = default_python(), math_equiv,
                                                              eval_python;
   bool chat = false, json = false, no_stop = false, no_sympy = false;
@@ -61,7 +61,7 @@ struct Args {
   std::string merge_out;
 };
 
-SandboxOptions sandbox_options(const Args& a) {
+SandboxOptions sandbox_options(const EvalArgs& a) {
   SandboxOptions o;
   o.python = a.python;
   o.timeout_s = a.timeout;
@@ -87,7 +87,7 @@ void print_summary(const nlohmann::json& s, bool json) {
   std::fputs(summary_markdown(s).c_str(), stdout);
 }
 
-void score_only(const Args& a, const Task& task, const ScoreEnv& env_in) {
+void score_only(const EvalArgs& a, const Task& task, const ScoreEnv& env_in) {
   ScoreEnv env = env_in;
   std::unique_ptr<Progress> p;
   std::mutex mu;  // code tasks report from the sandbox worker threads
@@ -107,7 +107,7 @@ void score_only(const Args& a, const Task& task, const ScoreEnv& env_in) {
 }
 
 // Test double for the generation path: answers from a responses file, optionally slowly.
-GenerateFn fake_generator(const Args& a, const Task& task) {
+GenerateFn fake_generator(const EvalArgs& a, const Task& task) {
   auto answers = std::make_shared<std::map<size_t, std::string>>();
   const auto rows = read_jsonl(a.fake_responses);
   for (size_t k = 0; k < rows.size(); ++k) {
@@ -125,7 +125,7 @@ GenerateFn fake_generator(const Args& a, const Task& task) {
   };
 }
 
-void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
+void generation_run(const EvalArgs& a, const Task& task, const ScoreEnv& env) {
   RunOptions ro;
   ro.out_dir = a.out;
   ro.limit = a.limit;
@@ -180,7 +180,7 @@ void generation_run(const Args& a, const Task& task, const ScoreEnv& env) {
 
 // The MATH scorer's interpreter: --eval-python, else $DLLMQ_EVAL_PYTHON, else the project's
 // .venv-eval (made by scripts/setup.sh) found beside the binary or in the source tree.
-std::string eval_python(const Args& a) {
+std::string eval_python(const EvalArgs& a) {
   if (!a.eval_python.empty()) return a.eval_python;
   if (const char* e = std::getenv("DLLMQ_EVAL_PYTHON"); e && *e) return e;
   return repo_path(".venv-eval/bin/python");
@@ -188,7 +188,7 @@ std::string eval_python(const Args& a) {
 
 // Starts the MATH helper (lm-eval's sympy exact_match and math_verify) for this run, or says
 // loudly why those metrics will be null.
-void setup_math_scorer(const Args& a, ScoreEnv& env) {
+void setup_math_scorer(const EvalArgs& a, ScoreEnv& env) {
   if (a.no_sympy) {
     env.math_off = "--no-sympy given";
     return;
@@ -218,7 +218,7 @@ void setup_math_scorer(const Args& a, ScoreEnv& env) {
 
 // `--task synth` is the embedded model's own task: its test set, the embedded model and its chat
 // format are the defaults, and a run directory is named when none is given.
-Args with_synth_defaults(Args a) {
+EvalArgs with_synth_defaults(EvalArgs a) {
   if (a.task != "synth") return a;
   if (a.data.empty()) a.data = repo_path("data/synth/test.jsonl");
   if (a.responses.empty() && a.model.empty() && a.fake_responses.empty())
@@ -230,8 +230,8 @@ Args with_synth_defaults(Args a) {
   return a;
 }
 
-void run(const Args& args) {
-  const Args a = with_synth_defaults(args);
+void run_eval(const EvalArgs& args) {
+  const EvalArgs a = with_synth_defaults(args);
   if (a.task.empty()) fail("--task is required (gsm8k, math, humaneval, mbpp, synth)");
   if (a.data.empty()) fail("--data is required (the task's data file)");
   if (!a.show_prompt.empty()) {
@@ -279,7 +279,7 @@ void register_eval(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "eval",
       "Score benchmark responses (gsm8k, math, humaneval, mbpp), optionally generating them");
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<EvalArgs>();
   cmd->add_option("--task", a->task, "gsm8k | math | humaneval | mbpp");
   cmd->add_option("--data", a->data,
                   "task data file (math: file or directory holding test.jsonl, math500/)");
@@ -335,7 +335,7 @@ void register_eval(CLI::App& app) {
   cmd->require_subcommand(0, 1);
   cmd->callback([a, merge] {
     if (merge->parsed()) return;
-    run(*a);
+    run_eval(*a);
   });
 }
 

@@ -18,7 +18,7 @@ namespace dllmq::cli {
 
 namespace {
 
-struct Args {
+struct GenerateArgs {
   std::string model, prompt, prompt_ids, system;
   std::string teacher_ids, teacher_rank = "reference";
   bool chat = false, show_steps = false, json = false;
@@ -46,7 +46,7 @@ void draw_canvas(const TextCodec& codec, const StepInfo& s, int mask_id, bool tt
     fmt::print(stderr, "step {} block {} +{}: {}\n", s.step, s.block, s.revealed.size(), line);
 }
 
-void run(const Args& a) {
+void run_generate(const GenerateArgs& a) {
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
   auto model = Model::load(dir);
@@ -155,7 +155,7 @@ void run(const Args& a) {
 
 void register_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate an answer with diffusion decoding");
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<GenerateArgs>();
   cmd->add_option("-m,--model", a->model,
                   "model directory or short name (synth-llada, synth-dream; default: the embedded "
                   "dllmq-synth-tiny)")
@@ -175,7 +175,7 @@ void register_generate(CLI::App& app) {
                   "confidence (max probability) or random")
       ->capture_default_str();
   add_generate_flags(cmd, a->gen);
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a] { run_generate(*a); });
 }
 
 }  // namespace dllmq::cli

@@ -27,7 +27,7 @@ namespace dllmq::cli {
 
 namespace {
 
-struct Args {
+struct ServeArgs {
   std::string model, host = "127.0.0.1", alias, batch_gemm = "auto";
   int port = 8080, parallel = 4, queue = 64, max_canvas = 0;
   double batch_wait = 0.25;
@@ -65,7 +65,7 @@ void check_defaults_decode(const GenerateOptions& opt, const ModelConfig& cfg,
         from, opt.gen_length, max_positions);
 }
 
-void run(const Args& a) {
+void run_serve(const ServeArgs& a) {
   if (!a.gen.trace_cache.empty()) fail("--trace-cache is not available in serve");
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
@@ -195,7 +195,7 @@ void run(const Args& a) {
 void register_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible HTTP server with denoising-step streaming and batched decoding");
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<ServeArgs>();
   cmd->add_option("-m,--model", a->model,
                   "model directory or embedded short name synth-llada | synth-dream (default: "
                   "the embedded dllmq-synth-tiny)")
@@ -256,7 +256,7 @@ void register_serve(CLI::App& app) {
                   "it: 408): --io-timeout bounds each wait, this the sum of them")
       ->capture_default_str();
   add_generate_flags(cmd, a->gen);
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a] { run_serve(*a); });
 }
 
 }  // namespace dllmq::cli
