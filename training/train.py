@@ -147,6 +147,8 @@ def main():
     ap.add_argument("--init-from-llada", default="", help="--arch dream: start from an exported LLaDA "
                     "model folder's weights (init_from_llada.py), as Dream-v0 started from Qwen2.5")
     ap.add_argument("--name", default="", help="checkpoint and curve name (default seed{seed})")
+    ap.add_argument("--max-seq-len", type=int, default=512, help="config max_sequence_length (RoPE has no "
+                    "table: this is what the exported config.json declares; the k-shot variant needs 1024)")
     ap.add_argument("--ckpt-dir", default="training/checkpoints")
     ap.add_argument("--log-dir", default="training/logs")
     a = ap.parse_args()
@@ -160,7 +162,7 @@ def main():
     if a.arch == "dream":  # one embedding row more than the tokenizer has ids, as Dream-v0 has
         cfg = Config(vocab_size=512, **DREAM_CONFIG)
     else:
-        cfg = Config(vocab_size=tok.get_vocab_size())
+        cfg = Config(vocab_size=tok.get_vocab_size(), max_sequence_length=a.max_seq_len)
     t0 = time.time()
     train = tokenize(tok, [r for f in a.train_files.split(",") for r in load_jsonl(os.path.join(a.data, f))], sp,
                      a.gen_len)
