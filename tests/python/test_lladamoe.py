@@ -21,9 +21,10 @@
    LLaDA config with MoE fields but no MoE class, LLaDA2 MoE / SDAR / unknown classes: exit
    code 1 (not a crash) and a message naming the tensor or field; `--chat` on a LLaDA-MoE model
    (its template is not implemented) is refused, plain text works.
-4. Calibration (KVQuant ar / trace without Fisher, dLLM-KVQ) and every KV store (fp16, bf16,
-   KIVI, KVQuant, dLLM-KVQ) under prefix and dual caching run and fill the canvas; Fisher
-   calibration is refused by name (its backward is the dense block's).
+4. Calibration (KVQuant ar / trace with and without Fisher weights, dLLM-KVQ with Fisher channel
+   scores) and every KV store (fp16, bf16, KIVI, KVQuant, dLLM-KVQ) under prefix and dual
+   caching run and fill the canvas. (The MoE backward itself is checked against float64 finite
+   differences in test_fisher.py.)
 5. Decoding token-exact against tools/ref_decode.py on a MoE checkpoint: cache none / prefix /
    dual x quota / threshold / factor, one block and four blocks (test_decode.py's machinery).
 Exit 0 iff all passed; last line "N passed, N failed".
@@ -225,8 +226,8 @@ def refusal_checks(res, work, dllmq):
 
 
 def store_checks(res, work, dllmq):
-    """Calibration and every KV store on a MoE model: runs, fills the canvas; gradient
-    calibration is refused by name."""
+    """Calibration (gradient-based too) and every KV store on a MoE model: runs, fills the
+    canvas."""
     d = os.path.join(work, "stores")
     mk.make_checkpoint("lladamoe", d, **DECODE_CKPT)
     pj = os.path.join(work, "pairs.jsonl")
@@ -238,19 +239,19 @@ def store_checks(res, work, dllmq):
     arts = {}
     for name, args in (("kvquant-ar", ["--method", "kvquant", "--trajectory", "ar", "--fisher", "none"]),
                        ("kvquant-trace", ["--method", "kvquant", "--trajectory", "trace", "--fisher", "none"]),
-                       ("dllm-kvq", ["--method", "dllm-kvq"])):
+                       ("kvquant-trace-fisher", ["--method", "kvquant", "--trajectory", "trace",
+                                                 "--fisher", "diffusion"]),
+                       ("dllm-kvq", ["--method", "dllm-kvq", "--trajectory", "trace", "--cache", "dual",
+                                     "--score-weight", "fisher"])):
         art = os.path.join(work, name + ".safetensors")
         p = run([dllmq, "calibrate", "-m", d, "--data", pj, "--kv-bits", "2", "--out", art, "--gen-length", "32",
                  "--block-length", "8"] + args, timeout=900)
         res.check("calibrate/" + name, p.returncode == 0 and os.path.isfile(art), p.stderr.decode()[-300:])
         arts[name] = art
-    p = run([dllmq, "calibrate", "-m", d, "--data", pj, "--method", "kvquant", "--trajectory", "ar",
-             "--kv-bits", "2", "--out", os.path.join(work, "f.safetensors")])
-    res.check("calibrate/fisher-refused", p.returncode == 1 and b"not implemented for LLaDA-MoE" in p.stderr,
-              p.stderr.decode()[-300:])
     mask_id = DECODE_CKPT.get("mask_id", 120)
     for kv, extra in (("fp16", []), ("bf16", []), ("kivi", ["--kv-bits", "2"]),
                       ("kvquant", ["--calib", arts["kvquant-ar"]]), ("kvquant", ["--calib", arts["kvquant-trace"]]),
+                      ("kvquant", ["--calib", arts["kvquant-trace-fisher"]]),
                       ("dllm-kvq", ["--calib", arts["dllm-kvq"]])):
         for cache in ("prefix", "dual"):
             p = run([dllmq, "generate", "-m", d, "--prompt-ids", "5,17,33,2,90", "--gen-length", "32",
@@ -262,7 +263,8 @@ def store_checks(res, work, dllmq):
                 toks = json.loads(out[out.find("{"):])["tokens"]
                 ok = len(toks) == 32 and mask_id not in toks
                 det = "tokens %s" % toks[:8]
-            res.check("store/%s%s/%s" % (kv, "-trace" if "trace" in " ".join(extra) else "", cache), ok, det)
+            tag = os.path.basename(extra[-1]).replace(".safetensors", "") if extra and extra[0] == "--calib" else kv
+            res.check("store/%s/%s" % (tag, cache), ok, det)
 
 
 def decode_checks(res, work, dllmq, verbose):
