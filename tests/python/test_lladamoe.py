@@ -27,6 +27,13 @@
    differences in test_fisher.py.)
 5. Decoding token-exact against tools/ref_decode.py on a MoE checkpoint: cache none / prefix /
    dual x quota / threshold / factor, one block and four blocks (test_decode.py's machinery).
+6. The rest of the CLI on a MoE checkpoint (with the embedded model's tokenizer): `dllmq eval`
+   on three synth problems gives, per problem, the response, NFE and token counts of
+   `dllmq generate` on its prompt; a two-cell `dllmq grid` (prefix / dual cache) runs both cells,
+   the prefix cell equal to that eval run and the dual cell to `generate`; `dllmq serve` with
+   batching: a request's N prompts and concurrent requests with mixed settings (forwards of
+   2+ canvases, routed experts) each equal their batch-1 `generate` run (test_server.py's
+   checks).
 Exit 0 iff all passed; last line "N passed, N failed".
 """
 import argparse
@@ -267,6 +274,88 @@ def store_checks(res, work, dllmq):
             res.check("store/%s/%s" % (tag, cache), ok, det)
 
 
+EVAL_FLAGS = ["--gen-length", "16", "--block-length", "8", "--steps", "8", "--threads", "1"]
+
+
+def synth_moe(work):
+    """A MoE checkpoint with the embedded model's tokenizer (vocab 512), for text tasks."""
+    tok_dir = os.path.join(ROOT, "models", "dllmq-synth-tiny")
+    tok = json.load(open(os.path.join(tok_dir, "tokenizer.json")))
+    added = {t["content"]: t["id"] for t in tok["added_tokens"]}
+    vocab = max(max(tok["model"]["vocab"].values()), max(added.values())) + 1
+    d = os.path.join(work, "synth_moe")
+    mk.make_checkpoint("lladamoe", d, **dict(DECODE_CKPT, vocab=vocab, mask_id=added["<|mdm_mask|>"],
+                                            eos_id=added["<|endoftext|>"]))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(tok_dir, f), d)
+    return d
+
+
+def eval_samples(run_dir):
+    return [json.loads(line) for line in open(os.path.join(run_dir, "samples.jsonl"))]
+
+
+def same_as_generate(dllmq, d, samples, cache):
+    """Per sample: None if `dllmq generate` on its prompt gives the same answer, else why not."""
+    for smp in samples:
+        p = run([dllmq, "generate", "-m", d, "-p", smp["prompt"], "--chat", "--cache", cache, "--json"] + EVAL_FLAGS)
+        if p.returncode != 0:
+            return p.stderr.decode(errors="replace")[-200:]
+        g = json.loads(p.stdout.decode())
+        got = (smp["response"], smp["nfe"], smp["prompt_tokens"], smp["gen_tokens"], smp["kv_bytes"])
+        want = (g["text"], g["nfe"], g["prompt_tokens"], len(g["tokens"]), g["kv_bytes"])
+        if got != want:
+            return "doc %s: eval %r, generate %r" % (smp["doc"], got, want)
+    return None
+
+
+def eval_grid_checks(res, work, dllmq):
+    d = synth_moe(work)
+    data = os.path.join(ROOT, "data", "synth", "test.jsonl")
+    run_dir = os.path.join(work, "eval_prefix")
+    p = run([dllmq, "eval", "--task", "synth", "--data", data, "-m", d, "--out", run_dir, "--limit", "3",
+             "--chat", "--cache", "prefix", "--json"] + EVAL_FLAGS)
+    ok = p.returncode == 0 and len(eval_samples(run_dir)) == 3
+    res.check("eval/synth-3-problems", ok, p.stderr.decode(errors="replace")[-300:])
+    if ok:
+        why = same_as_generate(dllmq, d, eval_samples(run_dir), "prefix")
+        res.check("eval/equals-generate", why is None, why or "3 responses, NFE, token counts, KV bytes")
+    cfg = {"out": os.path.join(work, "grid"), "model": d,
+           "tasks": [{"task": "synth", "data": data, "limit": 3, "chat": True}],
+           "fixed": {"gen-length": 16, "block-length": 8, "steps": 8},
+           "grid": {"cache": ["prefix", "dual"]}, "args": ["--threads", "1"]}
+    path = os.path.join(work, "grid.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    p = run([dllmq, "grid", "--config", path], timeout=600)
+    cells = {}
+    for cache in ("prefix", "dual"):
+        cell = os.path.join(cfg["out"], "synth", "cache=" + cache)
+        if os.path.isfile(os.path.join(cell, "samples.jsonl")):
+            cells[cache] = eval_samples(cell)
+    res.check("grid/two-cells-ran", p.returncode == 0 and all(len(v) == 3 for v in cells.values()) and
+              len(cells) == 2, "cells %s; %s" % (sorted(cells), p.stderr.decode(errors="replace")[-300:]))
+    if len(cells) == 2 and os.path.isdir(run_dir):
+        key = lambda r: (r["doc"], r["response"], r["nfe"], r["gen_tokens"])  # noqa: E731
+        res.check("grid/prefix-cell-equals-eval",
+                  sorted(map(key, cells["prefix"])) == sorted(map(key, eval_samples(run_dir))), "")
+        why = same_as_generate(dllmq, d, cells["dual"], "dual")
+        res.check("grid/dual-cell-equals-generate", why is None, why or "3 responses")
+
+
+def serve_checks(res, work, dllmq):
+    import test_server as ts
+    from serve_client import Server
+    d = os.path.join(work, "serve")
+    mk.make_checkpoint("lladamoe", d, **DECODE_CKPT)
+    env = {k: v for k, v in os.environ.items() if k != "DLLMQ_MODEL"}
+    vocab = 118  # below the mask (120) and eos (121) ids
+    # --batch-wait 0: a request's N prompts share every forward (max_batch N), as in test_server.py
+    with Server(dllmq, ["-m", d, "--threads", "1", "--parallel", "8", "--batch-wait", "0"], env=env) as s:
+        ts.check_batches(res, s, dllmq, d, vocab, "lladamoe", ts.BATCH_SETTINGS, [2, 3, 5, 8])
+        ts.check_concurrent(res, s, dllmq, "lladamoe", model=d, vocab=vocab)
+
+
 def decode_checks(res, work, dllmq, verbose):
     d = os.path.join(work, "decode")
     mk.make_checkpoint("lladamoe", d, **DECODE_CKPT)
@@ -305,7 +394,8 @@ def main(argv=None):
 
     checks = [regenerate] if a.ref_python and a.ref_dir else []
     checks += [against_reference, lambda: refusal_checks(res, work, a.dllmq),
-               lambda: store_checks(res, work, a.dllmq)]
+               lambda: store_checks(res, work, a.dllmq), lambda: eval_grid_checks(res, work, a.dllmq),
+               lambda: serve_checks(res, work, a.dllmq)]
     if not a.skip_decode:
         checks.append(lambda: decode_checks(res, work, a.dllmq, a.verbose))
     try:
