@@ -21,15 +21,6 @@ void swiglu_backward(const Linear& gate, const Linear& up, const Linear& down, c
   linear_backward_input(du.data(), n, up, dh, true);
 }
 
-void swiglu_backward_from_input(const Linear& gate, const Linear& up, const Linear& down,
-                                const float* h, int n, const float* dout, float* dh,
-                                bool accumulate, ComputeDType dt) {
-  std::vector<float> g(size_t(n) * gate.out), u(g.size());
-  linear(h, n, gate, g.data(), 0, dt);
-  linear(h, n, up, u.data(), 0, dt);
-  swiglu_backward(gate, up, down, g.data(), u.data(), n, dout, dh, accumulate);
-}
-
 namespace {
 
 // One routed expert's share of the backward over its rows (gathered, [n_e, d]):
@@ -64,15 +55,17 @@ void moe_ffn_backward(const MoeFfn& f, const MoeRouting& r, const float* h, int 
                       const float* dout, float* dh, ComputeDType dt) {
   const int E = f.n_experts(), k = f.top_k;
   if (r.rows < n || r.n_experts != E || r.top_k != k)
-    fail(
-        "internal: moe_ffn_backward: routing of {} rows x {} experts top {} for {} rows x {} top "
-        "{}",
-        r.rows, r.n_experts, r.top_k, n, E, k);
+    fail("internal: moe_ffn_backward: the routing is not this layer's forward's");
 
-  // The shared expert (always on) first: it sets dh.
+  // The shared expert (always on) first: it sets dh (an expert of weight 1 on every row).
   std::fill(dh, dh + size_t(n) * d, 0.0f);
-  for (const SwiGlu& s : f.shared)
-    swiglu_backward_from_input(s.gate, s.up, s.down, h, n, dout, dh, true, dt);
+  if (!f.shared.empty()) {
+    std::vector<float> ones(size_t(n), 1.0f), unused(ones.size()), dx(size_t(n) * d);
+    for (const SwiGlu& s : f.shared) {
+      expert_backward(s, h, dout, ones.data(), n, dt, dx.data(), unused.data());
+      add_in_place(dh, dx.data(), dx.size());
+    }
+  }
 
   // Group the (row, slot) assignments by expert, rows in order within each.
   std::vector<int> offset(size_t(E) + 1, 0), slot_pos(size_t(n) * k);

@@ -21,11 +21,6 @@ namespace dllmq {
 void swiglu_backward(const Linear& gate, const Linear& up, const Linear& down, const float* g,
                      const float* u, int n, const float* dout, float* dh, bool accumulate);
 
-// Same, recomputing g and u from h in the forward's compute dtype.
-void swiglu_backward_from_input(const Linear& gate, const Linear& up, const Linear& down,
-                                const float* h, int n, const float* dout, float* dh,
-                                bool accumulate, ComputeDType dt);
-
 // The MoE FFN of h [n, d] was computed with routing `r` (MoeRunner::last_routing of that
 // forward, rows 0..n-1): dh = d loss / d h from dout = d loss / d out, both [n, d] (overwritten).
 void moe_ffn_backward(const MoeFfn& f, const MoeRouting& r, const float* h, int n, int d,
