@@ -7,8 +7,9 @@ LLaDA-MoE-7B-A1B-shaped layer against a LLaDA-8B-shaped one.
 1. pair: random bf16 checkpoints (tools/make_tiny_checkpoint.py), same attention, LM head and
    depth; the MoE model's FFN is E experts top-k of width W (k*W = the dense MLP width, so the
    active parameters agree up to the router's E x d). `dllmq bench` (dual, prefix and no
-   cache; no threshold) on each, alternating, ROUNDS times; the best tokens/s of each and their ratio (--weights f32
-   stores both in f32, so no product widens bf16 panels). Also the
+   cache; no threshold) on each, alternating, ROUNDS times; the best tokens/s of each and their
+   ratio, and the median / min / max of the per-round ratios (each MoE run against the dense run
+   just before it) (--weights f32 stores both in f32, so no product widens bf16 panels). Also the
    peak RSS of each run against the checkpoint's bytes (weights are memory-mapped).
 2. layers: one-layer checkpoints shaped like a LLaDA-MoE-7B-A1B layer (d 2048, 16 heads x 128,
    64 experts top-8 of width 1024, QK norm) and a LLaDA-8B layer (d 4096, 32 heads, MLP 12288),
@@ -22,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,13 +57,18 @@ def pair(dllmq, work, rounds, weights):
     args = ["--prompt-length", "64", "--gen-length", "64", "--block-length", "32", "--steps", "64",
             "--modes", "dual,prefix,none"]
     best = {"moe": {}, "dense": {}}
+    per_round = {"moe": {}, "dense": {}}  # mode -> tokens/s of every round
     rss = {}
     for _ in range(rounds):
         for name, d in (("dense", dense), ("moe", moe)):
             j = bench(dllmq, d, args)
             for m in j["modes"]:
                 best[name][m["cache"]] = max(best[name].get(m["cache"], 0.0), m["tokens_per_s"])
+                per_round[name].setdefault(m["cache"], []).append(m["tokens_per_s"])
             rss[name] = j["peak_rss_bytes"]
+    # Each round's MoE run against the dense run just before it (the same load, roughly).
+    round_ratios = {m: [a / b for a, b in zip(per_round["moe"][m], per_round["dense"][m])]
+                    for m in per_round["dense"]}
     info = json.loads(subprocess.run([dllmq, "inspect", "-m", moe, "--json"], stdout=subprocess.PIPE).stdout)
     dinfo = json.loads(subprocess.run([dllmq, "inspect", "-m", dense, "--json"], stdout=subprocess.PIPE).stdout)
     return {
@@ -69,6 +76,9 @@ def pair(dllmq, work, rounds, weights):
         "dense_params": dinfo["n_params"],
         "tokens_per_s": best,
         "ratio_moe_over_dense": {m: best["moe"][m] / best["dense"][m] for m in best["dense"]},
+        "tokens_per_s_per_round": per_round,
+        "round_ratios": {m: {"median": statistics.median(r), "min": min(r), "max": max(r)}
+                         for m, r in round_ratios.items()},
         "peak_rss_bytes": rss,
         "weight_bytes": {"moe": ckpt_bytes(moe), "dense": ckpt_bytes(dense)},
         "settings": " ".join(args) + " (fp32 compute, %s weights)" % weights,

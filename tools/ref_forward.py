@@ -24,7 +24,9 @@ the FFN of a MoE layer (moe_layer_freq[i] != 0) is
         ffn = sum over the row's experts in increasing index of w * SwiGLU_e(h)  (+ SwiGLU_shared(h))
 and a dense layer's is the SwiGLU mlp.{gate,up,down}_proj.  Ties in p go to the lower expert
 index here; `min_route_gap` keeps the smallest log(p_k / p_k+1) seen (k-th against (k+1)-th
-probability of a row), so a test can make sure no routing decision it compares was a near tie.
+probability of a row), so a test can make sure no routing decision it compares was a near tie;
+`route_log`, when set to a list, receives every MoE layer's chosen experts (finite differences
+check that both sides of a difference routed alike).
 
 LLaDA names: gate = blocks.N.ff_proj, up = blocks.N.up_proj, down = blocks.N.ff_out,
 LM head = transformer.ff_out.  Logits are returned RAW (no Dream shift here).
@@ -74,6 +76,7 @@ class RefModel:
         mt = str(cfg.get("model_type", "")).lower()
         archs = cfg.get("architectures") or []
         self.min_route_gap = float("inf")
+        self.route_log = None  # a list: every MoE layer's chosen experts per row are appended
         if "LLaDAMoEModelLM" in archs or mt == "lladamoe":
             self.arch = "llada"  # decodes as LLaDA
             self.layout = "lladamoe"
@@ -172,6 +175,8 @@ class RefModel:
             with np.errstate(divide="ignore"):
                 gap = np.log(srt[:, k - 1]) - np.log(srt[:, k])
             self.min_route_gap = min(self.min_route_gap, float(np.nan_to_num(gap, nan=0.0).min()))
+        if self.route_log is not None:
+            self.route_log.append(np.sort(order[:, :k], axis=-1))
         out = np.zeros_like(h)
         for t in range(h.shape[0]):
             for e in sorted(order[t, :k]):

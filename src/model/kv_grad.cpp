@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/ffn_grad.h"
+#include "model/moe.h"
 #include "ops/attention.h"
 #include "ops/backward.h"
 #include "ops/gemm.h"
@@ -45,9 +47,12 @@ void attention_probs(const float* qh, int ldq, const float* kg, int ldk, int n, 
 
 // One layer's forward state, recomputed from the layer input during the backward.
 struct LayerState {
-  std::vector<float> h1, q, k, v;  // normed input; q post-RoPE; k, v of the fresh rows
-  std::vector<float> keys, vals;   // [S, kvd]: every row attended to (k post-RoPE)
-  std::vector<float> att, x2, h2, gate, up, act;
+  std::vector<float> h1, q, k, v;   // normed input; q post-RoPE; k, v of the fresh rows
+  std::vector<float> q_raw, k_raw;  // q and k before LLaDA-MoE's per-head norms (if any)
+  std::vector<float> keys, vals;    // [S, kvd]: every row attended to (k post-RoPE)
+  std::vector<float> att, x2, h2;
+  std::vector<float> gate, up;  // dense MLP pre-activations (a MoE layer's stay in moe_)
+  std::vector<float> act;       // the FFN output
 };
 
 class Backprop {
@@ -56,7 +61,7 @@ class Backprop {
       : m_(m), c_(m.config()), a_(a), pert_(pert), dt_(m.compute_dtype()) {
     n_ = int(a.ids.size());
     d_ = c_.d_model, hd_ = c_.head_dim, nh_ = c_.n_heads, nkv_ = c_.n_kv_heads;
-    kvd_ = c_.kv_dim(), qd_ = nh_ * hd_, mlp_ = c_.mlp_hidden;
+    kvd_ = c_.kv_dim(), qd_ = nh_ * hd_;
     for (const PosRange& r : a.cached) {
       if (!a.store) fail("internal: kv_loss_gradient: cached rows without a store");
       for (int p = r.begin; p < r.end; ++p) pos_.push_back(p);
@@ -83,7 +88,7 @@ class Backprop {
       xin[l] = x;
       layer_forward(l, x.data(), st);
       x = st.x2;
-      for (size_t i = 0; i < x.size(); ++i) x[i] += st.act[i];  // act holds the MLP output here
+      for (size_t i = 0; i < x.size(); ++i) x[i] += st.act[i];
     }
 
     // Loss on the requested rows: final norm, LM head, weighted cross-entropy.
@@ -139,7 +144,7 @@ class Backprop {
   }
 
  private:
-  // Forward of layer l from its input x: fills st (st.act ends as the MLP output [n, d]).
+  // Forward of layer l from its input x: fills st (st.act ends as the FFN output [n, d]).
   void layer_forward(int l, const float* x, LayerState& st) {
     const LayerWeights& W = m_.weights().layers[l];
     const RopeTable& rope = m_.rope();
@@ -151,6 +156,14 @@ class Backprop {
     linear(st.h1.data(), n_, W.q, st.q.data(), 0, dt_);
     linear(st.h1.data(), n_, W.k, st.k.data(), 0, dt_);
     linear(st.h1.data(), n_, W.v, st.v.data(), 0, dt_);
+    if (!W.q_norm.empty()) {
+      // LLaDA-MoE: every head's q and k RMS-normed before RoPE, as Model::forward does; the
+      // store holds the normed K, so the perturbation and the K gradient are the normed K's.
+      st.q_raw = st.q;
+      st.k_raw = st.k;
+      rmsnorm(st.q.data(), n_ * nh_, hd_, W.q_norm.data(), c_.rms_eps, st.q.data());
+      rmsnorm(st.k.data(), n_ * nkv_, hd_, W.k_norm.data(), c_.rms_eps, st.k.data());
+    }
     const bool pert_here = pert_ && pert_->layer == l;
     const int pert_row =
         pert_here ? int(std::find(pos_.begin(), pos_.end(), pert_->pos) - pos_.begin()) : -1;
@@ -218,13 +231,21 @@ class Backprop {
     add_in_place(st.x2.data(), x, st.x2.size());
     st.h2.resize(size_t(n_) * d_);
     rmsnorm(st.x2.data(), n_, d_, W.ffn_norm.data(), c_.rms_eps, st.h2.data());
-    st.gate.resize(size_t(n_) * mlp_);
-    st.up.resize(size_t(n_) * mlp_);
+    st.act.resize(size_t(n_) * d_);
+    if (W.moe) {
+      // The runner Model::forward uses, on one canvas: the same bits and the same routing.
+      const CanvasRows all{0, n_};
+      const float* y = moe_.forward(*W.moe, st.h2.data(), d_, {&all, 1}, dt_);
+      std::copy_n(y, st.act.size(), st.act.data());
+      return;
+    }
+    const int mlp = W.gate.out;
+    st.gate.resize(size_t(n_) * mlp);
+    st.up.resize(size_t(n_) * mlp);
     linear(st.h2.data(), n_, W.gate, st.gate.data(), 0, dt_);
     linear(st.h2.data(), n_, W.up, st.up.data(), 0, dt_);
     std::vector<float> a(st.gate);
     silu_mul(a.data(), st.up.data(), a.size());
-    st.act.resize(size_t(n_) * d_);
     linear(a.data(), n_, W.down, st.act.data(), 0, dt_);
   }
 
@@ -233,12 +254,14 @@ class Backprop {
                       std::vector<float>& gk, std::vector<float>& gv) {
     const LayerWeights& W = m_.weights().layers[l];
     const RopeTable& rope = m_.rope();
-    // MLP: x3 = x2 + down(silu(gate) * up).
-    std::vector<float> da(size_t(n_) * mlp_), dg(da.size()), du(da.size()), dh(size_t(n_) * d_);
-    linear_backward_input(dx.data(), n_, W.down, da.data(), false);
-    silu_mul_backward(st.gate.data(), st.up.data(), da.data(), da.size(), dg.data(), du.data());
-    linear_backward_input(dg.data(), n_, W.gate, dh.data(), false);
-    linear_backward_input(du.data(), n_, W.up, dh.data(), true);
+    // FFN: x3 = x2 + ffn(h2), dense SwiGLU or routed experts (model/ffn_grad.h).
+    std::vector<float> dh(size_t(n_) * d_);
+    if (W.moe)
+      moe_ffn_backward(*W.moe, moe_.last_routing(), st.h2.data(), n_, d_, dx.data(), dh.data(),
+                       dt_);
+    else
+      swiglu_backward(W.gate, W.up, W.down, st.gate.data(), st.up.data(), n_, dx.data(), dh.data(),
+                      false);
     rmsnorm_backward(st.x2.data(), n_, d_, W.ffn_norm.data(), c_.rms_eps, dh.data(), dx.data());
     // Attention output projection: x2 = x + o(att).
     std::vector<float> datt(size_t(n_) * qd_), dq(size_t(n_) * qd_, 0.0f);
@@ -288,10 +311,23 @@ class Backprop {
       row += r.size();
     }
     rope.apply_inverse(gk.data() + size_t(n_cached_) * kvd_, n_, nkv_, a_.pos0);
-    // The fresh rows' q, k, v came from h1 = rmsnorm(x).
+    // The fresh rows' q, k, v came from h1 = rmsnorm(x) (q and k through their per-head
+    // norms first, if any; gk stays the normed K's gradient, which the sink receives).
+    const float* gk_fresh = gk.data() + size_t(n_cached_) * kvd_;
+    std::vector<float> dk_raw;
+    if (!W.q_norm.empty()) {
+      std::vector<float> dq_raw(dq.size(), 0.0f);
+      dk_raw.assign(size_t(n_) * kvd_, 0.0f);
+      rmsnorm_backward(st.q_raw.data(), n_ * nh_, hd_, W.q_norm.data(), c_.rms_eps, dq.data(),
+                       dq_raw.data());
+      rmsnorm_backward(st.k_raw.data(), n_ * nkv_, hd_, W.k_norm.data(), c_.rms_eps, gk_fresh,
+                       dk_raw.data());
+      dq.swap(dq_raw);
+      gk_fresh = dk_raw.data();
+    }
     std::vector<float> dh1(size_t(n_) * d_);
     linear_backward_input(dq.data(), n_, W.q, dh1.data(), false);
-    linear_backward_input(gk.data() + size_t(n_cached_) * kvd_, n_, W.k, dh1.data(), true);
+    linear_backward_input(gk_fresh, n_, W.k, dh1.data(), true);
     linear_backward_input(gv.data() + size_t(n_cached_) * kvd_, n_, W.v, dh1.data(), true);
     rmsnorm_backward(x, n_, d_, W.attn_norm.data(), c_.rms_eps, dh1.data(), dx.data());
   }
@@ -301,7 +337,9 @@ class Backprop {
   const ForwardArgs& a_;
   const std::optional<KvPerturbation>& pert_;
   ComputeDType dt_;
-  int n_, d_, hd_, nh_, nkv_, kvd_, qd_, mlp_;
+  int n_, d_, hd_, nh_, nkv_, kvd_, qd_;
+  MoeRunner
+      moe_;  // LLaDA-MoE layers' forward; its routing of the last layer run feeds the backward
   std::vector<int> pos_;
   int n_cached_ = 0, S_ = 0;
 };
@@ -311,15 +349,6 @@ class Backprop {
 double kv_loss_gradient(const Model& m, const ForwardArgs& a, std::span<const LossTerm> terms,
                         const KvGradSink& sink, const std::optional<KvPerturbation>& perturb) {
   if (a.ids.empty()) fail("internal: kv_loss_gradient of an empty forward");
-  // The backward here is the dense block's; a LLaDA-MoE layer (routed experts, q/k norms)
-  // would need its own, which does not exist yet: refuse rather than differentiate the wrong
-  // function.
-  if (m.config().layout == Layout::kLLaDAMoE)
-    fail(
-        "{}: gradient-based calibration (Fisher weights, TRACE sensitivities) is not "
-        "implemented for LLaDA-MoE models; KVQuant without --fisher and the uncalibrated KV "
-        "stores work on them",
-        m.dir());
   Backprop bp(m, a, perturb);
   return bp.run(terms, sink);
 }

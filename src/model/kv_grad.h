@@ -9,6 +9,8 @@
 // alone; a fresh row's K/V gradient is its total derivative through the layers above. Memory:
 // one [n, d] residual per layer is kept and each layer is recomputed during the backward
 // (gradient checkpointing), so a pair of LLaDA-8B size needs a few hundred MiB, not gigabytes.
+// Every layout: Dream's biases, LLaDA-MoE's per-head q/k norms and its routed-expert FFNs (the
+// FFN half of the backward is model/ffn_grad.h).
 #pragma once
 
 #include <cstdint>

@@ -140,6 +140,7 @@ const float* MoeRunner::forward(const MoeFfn& f, const float* h, int d,
     weights_.resize(size_t(rows) * k);
     slot_pos_.resize(size_t(rows) * k);
   }
+  last_rows_ = rows, last_experts_ = E, last_k_ = k;
   const size_t need = size_t(std::max(assigned, rows));
   const int Hmax = std::max(H, f.shared.empty() ? 0 : f.shared[0].hidden());
   if (xg_.size() < need * d) xg_.resize(need * d), yg_.resize(need * d);

@@ -68,6 +68,15 @@ struct CanvasRows {
   int n = 0;
 };
 
+// The routing a MoE forward chose: for each of its rows the top_k experts and their weights, in
+// route_row's order, and the raw router logits (the backward's softmax, model/ffn_grad.h).
+struct MoeRouting {
+  int rows = 0, n_experts = 0, top_k = 0;
+  const float* logits = nullptr;     // [rows, n_experts]
+  const int32_t* experts = nullptr;  // [rows, top_k]
+  const float* weights = nullptr;    // [rows, top_k]
+};
+
 // Workspace and driver of MoE layers (one per Model; grown on demand, reused across forwards).
 class MoeRunner {
  public:
@@ -76,10 +85,15 @@ class MoeRunner {
                        ComputeDType dt);
   // Experts that got rows in the last forward (tests, profiling).
   int last_active_experts() const { return last_active_; }
+  // The last forward's routing (valid until the next forward), rows as its canvases placed them.
+  MoeRouting last_routing() const {
+    return {last_rows_, last_experts_, last_k_, logits_.data(), experts_.data(), weights_.data()};
+  }
 
  private:
   int rows_ = 0;
   int last_active_ = 0;
+  int last_rows_ = 0, last_experts_ = 0, last_k_ = 0;
   std::vector<float> logits_, out_, xg_, gate_, up_, yg_;
   std::vector<int32_t> experts_;
   std::vector<float> weights_;

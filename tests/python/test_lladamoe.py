@@ -21,11 +21,19 @@
    LLaDA config with MoE fields but no MoE class, LLaDA2 MoE / SDAR / unknown classes: exit
    code 1 (not a crash) and a message naming the tensor or field; `--chat` on a LLaDA-MoE model
    (its template is not implemented) is refused, plain text works.
-4. Calibration (KVQuant ar / trace without Fisher, dLLM-KVQ) and every KV store (fp16, bf16,
-   KIVI, KVQuant, dLLM-KVQ) under prefix and dual caching run and fill the canvas; Fisher
-   calibration is refused by name (its backward is the dense block's).
+4. Calibration (KVQuant ar / trace with and without Fisher weights, dLLM-KVQ with Fisher channel
+   scores) and every KV store (fp16, bf16, KIVI, KVQuant, dLLM-KVQ) under prefix and dual
+   caching run and fill the canvas. (The MoE backward itself is checked against float64 finite
+   differences in test_fisher.py.)
 5. Decoding token-exact against tools/ref_decode.py on a MoE checkpoint: cache none / prefix /
    dual x quota / threshold / factor, one block and four blocks (test_decode.py's machinery).
+6. The rest of the CLI on a MoE checkpoint (with the embedded model's tokenizer): `dllmq eval`
+   on three synth problems gives, per problem, the response, NFE and token counts of
+   `dllmq generate` on its prompt; a two-cell `dllmq grid` (prefix / dual cache) runs both cells,
+   the prefix cell equal to that eval run and the dual cell to `generate`; `dllmq serve` with
+   batching: a request's N prompts and concurrent requests with mixed settings (forwards of
+   2+ canvases, routed experts) each equal their batch-1 `generate` run (test_server.py's
+   checks).
 Exit 0 iff all passed; last line "N passed, N failed".
 """
 import argparse
@@ -225,8 +233,8 @@ def refusal_checks(res, work, dllmq):
 
 
 def store_checks(res, work, dllmq):
-    """Calibration and every KV store on a MoE model: runs, fills the canvas; gradient
-    calibration is refused by name."""
+    """Calibration (gradient-based too) and every KV store on a MoE model: runs, fills the
+    canvas."""
     d = os.path.join(work, "stores")
     mk.make_checkpoint("lladamoe", d, **DECODE_CKPT)
     pj = os.path.join(work, "pairs.jsonl")
@@ -238,19 +246,19 @@ def store_checks(res, work, dllmq):
     arts = {}
     for name, args in (("kvquant-ar", ["--method", "kvquant", "--trajectory", "ar", "--fisher", "none"]),
                        ("kvquant-trace", ["--method", "kvquant", "--trajectory", "trace", "--fisher", "none"]),
-                       ("dllm-kvq", ["--method", "dllm-kvq"])):
+                       ("kvquant-trace-fisher", ["--method", "kvquant", "--trajectory", "trace",
+                                                 "--fisher", "diffusion"]),
+                       ("dllm-kvq", ["--method", "dllm-kvq", "--trajectory", "trace", "--cache", "dual",
+                                     "--score-weight", "fisher"])):
         art = os.path.join(work, name + ".safetensors")
         p = run([dllmq, "calibrate", "-m", d, "--data", pj, "--kv-bits", "2", "--out", art, "--gen-length", "32",
                  "--block-length", "8"] + args, timeout=900)
         res.check("calibrate/" + name, p.returncode == 0 and os.path.isfile(art), p.stderr.decode()[-300:])
         arts[name] = art
-    p = run([dllmq, "calibrate", "-m", d, "--data", pj, "--method", "kvquant", "--trajectory", "ar",
-             "--kv-bits", "2", "--out", os.path.join(work, "f.safetensors")])
-    res.check("calibrate/fisher-refused", p.returncode == 1 and b"not implemented for LLaDA-MoE" in p.stderr,
-              p.stderr.decode()[-300:])
     mask_id = DECODE_CKPT.get("mask_id", 120)
     for kv, extra in (("fp16", []), ("bf16", []), ("kivi", ["--kv-bits", "2"]),
                       ("kvquant", ["--calib", arts["kvquant-ar"]]), ("kvquant", ["--calib", arts["kvquant-trace"]]),
+                      ("kvquant", ["--calib", arts["kvquant-trace-fisher"]]),
                       ("dllm-kvq", ["--calib", arts["dllm-kvq"]])):
         for cache in ("prefix", "dual"):
             p = run([dllmq, "generate", "-m", d, "--prompt-ids", "5,17,33,2,90", "--gen-length", "32",
@@ -262,7 +270,90 @@ def store_checks(res, work, dllmq):
                 toks = json.loads(out[out.find("{"):])["tokens"]
                 ok = len(toks) == 32 and mask_id not in toks
                 det = "tokens %s" % toks[:8]
-            res.check("store/%s%s/%s" % (kv, "-trace" if "trace" in " ".join(extra) else "", cache), ok, det)
+            tag = os.path.basename(extra[-1]).replace(".safetensors", "") if extra and extra[0] == "--calib" else kv
+            res.check("store/%s/%s" % (tag, cache), ok, det)
+
+
+EVAL_FLAGS = ["--gen-length", "16", "--block-length", "8", "--steps", "8", "--threads", "1"]
+
+
+def synth_moe(work):
+    """A MoE checkpoint with the embedded model's tokenizer (vocab 512), for text tasks."""
+    tok_dir = os.path.join(ROOT, "models", "dllmq-synth-tiny")
+    tok = json.load(open(os.path.join(tok_dir, "tokenizer.json")))
+    added = {t["content"]: t["id"] for t in tok["added_tokens"]}
+    vocab = max(max(tok["model"]["vocab"].values()), max(added.values())) + 1
+    d = os.path.join(work, "synth_moe")
+    mk.make_checkpoint("lladamoe", d, **dict(DECODE_CKPT, vocab=vocab, mask_id=added["<|mdm_mask|>"],
+                                            eos_id=added["<|endoftext|>"]))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(tok_dir, f), d)
+    return d
+
+
+def eval_samples(run_dir):
+    return [json.loads(line) for line in open(os.path.join(run_dir, "samples.jsonl"))]
+
+
+def same_as_generate(dllmq, d, samples, cache):
+    """Per sample: None if `dllmq generate` on its prompt gives the same answer, else why not."""
+    for smp in samples:
+        p = run([dllmq, "generate", "-m", d, "-p", smp["prompt"], "--chat", "--cache", cache, "--json"] + EVAL_FLAGS)
+        if p.returncode != 0:
+            return p.stderr.decode(errors="replace")[-200:]
+        g = json.loads(p.stdout.decode())
+        got = (smp["response"], smp["nfe"], smp["prompt_tokens"], smp["gen_tokens"], smp["kv_bytes"])
+        want = (g["text"], g["nfe"], g["prompt_tokens"], len(g["tokens"]), g["kv_bytes"])
+        if got != want:
+            return "doc %s: eval %r, generate %r" % (smp["doc"], got, want)
+    return None
+
+
+def eval_grid_checks(res, work, dllmq):
+    d = synth_moe(work)
+    data = os.path.join(ROOT, "data", "synth", "test.jsonl")
+    run_dir = os.path.join(work, "eval_prefix")
+    p = run([dllmq, "eval", "--task", "synth", "--data", data, "-m", d, "--out", run_dir, "--limit", "3",
+             "--chat", "--cache", "prefix", "--json"] + EVAL_FLAGS)
+    ok = p.returncode == 0 and len(eval_samples(run_dir)) == 3
+    res.check("eval/synth-3-problems", ok, p.stderr.decode(errors="replace")[-300:])
+    if ok:
+        why = same_as_generate(dllmq, d, eval_samples(run_dir), "prefix")
+        res.check("eval/equals-generate", why is None, why or "3 responses, NFE, token counts, KV bytes")
+    cfg = {"out": os.path.join(work, "grid"), "model": d,
+           "tasks": [{"task": "synth", "data": data, "limit": 3, "chat": True}],
+           "fixed": {"gen-length": 16, "block-length": 8, "steps": 8},
+           "grid": {"cache": ["prefix", "dual"]}, "args": ["--threads", "1"]}
+    path = os.path.join(work, "grid.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    p = run([dllmq, "grid", "--config", path], timeout=600)
+    cells = {}
+    for cache in ("prefix", "dual"):
+        cell = os.path.join(cfg["out"], "synth", "cache=" + cache)
+        if os.path.isfile(os.path.join(cell, "samples.jsonl")):
+            cells[cache] = eval_samples(cell)
+    res.check("grid/two-cells-ran", p.returncode == 0 and all(len(v) == 3 for v in cells.values()) and
+              len(cells) == 2, "cells %s; %s" % (sorted(cells), p.stderr.decode(errors="replace")[-300:]))
+    if len(cells) == 2 and os.path.isdir(run_dir):
+        key = lambda r: (r["doc"], r["response"], r["nfe"], r["gen_tokens"])  # noqa: E731
+        res.check("grid/prefix-cell-equals-eval",
+                  sorted(map(key, cells["prefix"])) == sorted(map(key, eval_samples(run_dir))), "")
+        why = same_as_generate(dllmq, d, cells["dual"], "dual")
+        res.check("grid/dual-cell-equals-generate", why is None, why or "3 responses")
+
+
+def serve_checks(res, work, dllmq):
+    import test_server as ts
+    from serve_client import Server
+    d = os.path.join(work, "serve")
+    mk.make_checkpoint("lladamoe", d, **DECODE_CKPT)
+    env = {k: v for k, v in os.environ.items() if k != "DLLMQ_MODEL"}
+    vocab = 118  # below the mask (120) and eos (121) ids
+    # --batch-wait 0: a request's N prompts share every forward (max_batch N), as in test_server.py
+    with Server(dllmq, ["-m", d, "--threads", "1", "--parallel", "8", "--batch-wait", "0"], env=env) as s:
+        ts.check_batches(res, s, dllmq, d, vocab, "lladamoe", ts.BATCH_SETTINGS, [2, 3, 5, 8])
+        ts.check_concurrent(res, s, dllmq, "lladamoe", model=d, vocab=vocab)
 
 
 def decode_checks(res, work, dllmq, verbose):
@@ -303,7 +394,8 @@ def main(argv=None):
 
     checks = [regenerate] if a.ref_python and a.ref_dir else []
     checks += [against_reference, lambda: refusal_checks(res, work, a.dllmq),
-               lambda: store_checks(res, work, a.dllmq)]
+               lambda: store_checks(res, work, a.dllmq), lambda: eval_grid_checks(res, work, a.dllmq),
+               lambda: serve_checks(res, work, a.dllmq)]
     if not a.skip_decode:
         checks.append(lambda: decode_checks(res, work, a.dllmq, a.verbose))
     try:

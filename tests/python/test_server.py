@@ -293,12 +293,13 @@ def check_batches(R, s, dllmq, model, vocab, label, settings, ns):
                 detail or ("max_batch %d" % n if ok else str(body)[:300]))
 
 
-def check_concurrent(R, s, dllmq, label):
-    """Requests with different settings sent at once share forwards and stay exact."""
+def check_concurrent(R, s, dllmq, label, model=None, vocab=500):
+    """Requests with different settings sent at once share forwards and stay exact (`model`:
+    the server's -m, None for the embedded model)."""
     before = s.metrics()
     jobs = []
     for i, fields in enumerate(BATCH_SETTINGS):
-        jobs.append((random_ids(4 + 6 * i, 77 + i, 500), fields))
+        jobs.append((random_ids(4 + 6 * i, 77 + i, vocab), fields))
     out = [None] * len(jobs)
 
     def send(i):
@@ -311,7 +312,7 @@ def check_concurrent(R, s, dllmq, label):
         t.join(600)
     ok = True
     for i, (ids, fields) in enumerate(jobs):
-        ref = generate(dllmq, None, ids_arg(ids), fields)
+        ref = generate(dllmq, model, ids_arg(ids), fields)
         st, body = out[i]
         ok = ok and st == 200 and body["choices"][0]["dllmq"]["tokens"] == ref["tokens"]
     after = s.metrics()
