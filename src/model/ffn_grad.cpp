@@ -24,7 +24,7 @@ void swiglu_backward(const Linear& gate, const Linear& up, const Linear& down, c
 namespace {
 
 // One routed expert's share of the backward over its rows (gathered, [n_e, d]):
-//   a = silu(g) * u with g, u recomputed;  da_unweighted = dout down;
+//   a = silu(g) * u with g, u recomputed (silu_mul, as the forward);  da_unweighted = dout down;
 //   dw = <da_unweighted, a> (= <dout, down a>, the expert's output);  da = w da_unweighted;
 //   dx = gate^T dg + up^T du.
 void expert_backward(const SwiGlu& ex, const float* x, const float* dy, const float* w, int n_e,
@@ -34,13 +34,14 @@ void expert_backward(const SwiGlu& ex, const float* x, const float* dy, const fl
   std::vector<float> g(cells), u(cells), da(cells), dg(cells), du(cells);
   linear(x, n_e, ex.gate, g.data(), 0, dt);
   linear(x, n_e, ex.up, u.data(), 0, dt);
+  std::vector<float> a(g);
+  silu_mul(a.data(), u.data(), cells);
   linear_backward_input(dy, n_e, ex.down, da.data(), false);
   for (int i = 0; i < n_e; ++i) {
-    const float* gi = g.data() + size_t(i) * H;
-    const float* ui = u.data() + size_t(i) * H;
+    const float* ai = a.data() + size_t(i) * H;
     float* dai = da.data() + size_t(i) * H;
     double dot = 0.0;
-    for (int c = 0; c < H; ++c) dot += double(dai[c]) * (gi[c] / (1.0f + std::exp(-gi[c]))) * ui[c];
+    for (int c = 0; c < H; ++c) dot += double(dai[c]) * ai[c];
     dw[i] = float(dot);
     for (int c = 0; c < H; ++c) dai[c] *= w[i];
   }

@@ -338,8 +338,8 @@ class Backprop {
   const std::optional<KvPerturbation>& pert_;
   ComputeDType dt_;
   int n_, d_, hd_, nh_, nkv_, kvd_, qd_;
-  MoeRunner
-      moe_;  // LLaDA-MoE layers' forward; its routing of the last layer run feeds the backward
+  // LLaDA-MoE layers' forward; its routing of the last layer run feeds that layer's backward.
+  MoeRunner moe_;
   std::vector<int> pos_;
   int n_cached_ = 0, S_ = 0;
 };

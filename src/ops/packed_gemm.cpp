@@ -83,8 +83,7 @@ std::shared_ptr<const PackedWeight> pack_weight(const void* w, DType dt, int n, 
   if (dt == DType::kF32)
     pack_panels(w, dt, n, k, pw->lanes, static_cast<float*>(buf), parallel);
   else
-    pack_panels(static_cast<const uint16_t*>(w), dt, n, k, pw->lanes, static_cast<uint16_t*>(buf),
-                parallel);
+    pack_panels(w, dt, n, k, pw->lanes, static_cast<uint16_t*>(buf), parallel);
   return pw;
 }
 
