@@ -313,6 +313,10 @@ def eval_grid_checks(res, work, dllmq):
     d = synth_moe(work)
     data = os.path.join(ROOT, "data", "synth", "test.jsonl")
     run_dir = os.path.join(work, "eval_prefix")
+    # A kept --workdir starts afresh: eval refuses a run directory with samples, and the grid
+    # would resume (not rerun) the cells of an earlier run.
+    for old in (run_dir, os.path.join(work, "grid")):
+        shutil.rmtree(old, ignore_errors=True)
     p = run([dllmq, "eval", "--task", "synth", "--data", data, "-m", d, "--out", run_dir, "--limit", "3",
              "--chat", "--cache", "prefix", "--json"] + EVAL_FLAGS)
     ok = p.returncode == 0 and len(eval_samples(run_dir)) == 3
