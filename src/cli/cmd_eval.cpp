@@ -27,6 +27,7 @@
 #include "eval/run.h"
 #include "eval/score_only.h"
 #include "eval/task.h"
+#include "model/weights.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json_limits.h"
@@ -148,6 +149,11 @@ void generation_run(const EvalArgs& a, const Task& task, const ScoreEnv& env) {
     ro.config["model"] = a.model;
     ro.config["generation"] = describe(opt, model->config());
     ro.config["system"] = a.system;
+    // What the weights cost, beside the KV bytes (the grid's weights x KV table adds the two).
+    ro.model_facts = {{"weight_bytes", model->checkpoint().total_bytes()},
+                      {"weight_format", weight_format(model->weights())},
+                      {"proj_weight_bits", model->weights().proj_bits},
+                      {"proj_weight_bytes", model->weights().proj_bytes}};
     fmt::print(stderr, "dllmq eval: {} | {}\n", a.model, describe(opt, model->config()));
     Model* m = model.get();
     TextCodec* c = codec.get();

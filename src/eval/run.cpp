@@ -251,6 +251,7 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
   if (!notes.empty()) summary["notes"] = notes;
   summary["n_expected"] = shard_total;
   if (opt.num_shards > 1) summary["shard"] = fmt::format("{}/{}", opt.shard, opt.num_shards);
+  for (const auto& [k, v] : opt.model_facts.items()) summary[k] = v;
   summary["config"] = config;
   const std::string stem = summary_stem(opt.shard, opt.num_shards);
   write_text(dir / (stem + ".json"), json_text(summary, 2) + "\n");
@@ -266,6 +267,7 @@ nlohmann::json merge_runs(const std::vector<std::string>& run_dirs, const std::s
   std::vector<nlohmann::json> rows;
   std::set<std::string> seen;
   size_t duplicates = 0;
+  nlohmann::json model_facts = nlohmann::json::object();
   for (const std::string& d : run_dirs) {
     const fs::path cp = fs::path(d) / "config.json";
     if (!fs::exists(cp)) fail("{}: not a run directory (no config.json)", d);
@@ -288,6 +290,14 @@ nlohmann::json merge_runs(const std::vector<std::string>& run_dirs, const std::s
     for (const auto& e : fs::directory_iterator(d)) {
       const std::string name = e.path().filename().string();
       if (name.starts_with("samples") && name.ends_with(".jsonl")) files.push_back(e.path());
+      // The model facts (weight bytes and format) of the shards' own summaries: the same model
+      // wrote every shard, so the first one found stands for all.
+      if (name.starts_with("summary") && name.ends_with(".json") && model_facts.empty()) {
+        const auto sj = parse_json_or_discarded(read_text_file(e.path().string()));
+        if (sj.is_object())
+          for (const char* k : kModelFactKeys)
+            if (sj.contains(k)) model_facts[k] = sj[k];
+      }
     }
     std::sort(files.begin(), files.end());
     for (const auto& f : files)
@@ -301,6 +311,7 @@ nlohmann::json merge_runs(const std::vector<std::string>& run_dirs, const std::s
   }
   nlohmann::json summary = summary_from_samples(task, metrics, rows);
   summary["duplicates_dropped"] = duplicates;
+  for (const auto& [k, v] : model_facts.items()) summary[k] = v;
   summary["config"] = config;
   if (!out_dir.empty()) {
     fs::create_directories(out_dir);

@@ -30,12 +30,19 @@ struct GenOutput {
 // `prompt` is the task's plain lm-eval context; chat templating is the generator's business.
 using GenerateFn = std::function<GenOutput(size_t doc, const std::string& prompt)>;
 
+// The keys of RunOptions::model_facts that cmd_eval fills and merge_runs carries over.
+inline constexpr const char* kModelFactKeys[] = {"weight_bytes", "weight_format",
+                                                 "proj_weight_bits", "proj_weight_bytes"};
+
 struct RunOptions {
   std::string out_dir;
   size_t limit = 0;  // first `limit` documents only (0 = all), before sharding
   int shard = 0, num_shards = 1;
   bool resume = false;
   nlohmann::json config;  // task/data/generation settings; must match on --resume
+  // Facts of the model the run used (weight bytes and format), copied into the summary beside
+  // the KV figures; unlike `config`, not compared on --resume.
+  nlohmann::json model_facts = nlohmann::json::object();
 };
 
 // "i/n" -> (i, n) with 0 <= i < n; throws naming --shard.
