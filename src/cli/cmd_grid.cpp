@@ -11,11 +11,14 @@
 //    "grid": {"kv": [{"name": "fp16", "kv": "fp16"}, {"name": "kivi-2", "kv": "kivi",
 //                     "kv-bits": 2}]}
 // Keys are `dllmq eval` flag names without "--"; null leaves the flag out, true passes it bare.
+// "quantize": [{"out": DIR, "model": M, "weights": "int4"}] writes weight-quantized copies first
+// (cli/grid_quantize.h), for a "model" axis that compares weight formats.
 // Outputs: OUT/grid.json (every summary), OUT/grid.md (table + average per setting over tasks),
-// OUT/grid.csv (one row per task x point) and OUT/grid.png (headline metric vs effective KV bits);
-// with a "kv" axis also OUT/cells.json (per-problem results of every cell), OUT/frontier.md/.json
-// and OUT/frontier-<setting>.png (cli/grid_frontier.h: frontiers, matched budgets, McNemar, the
-// paper-form average). `dllmq grid --reduce --out OUT` recomputes those from cells.json.
+// OUT/grid.csv (one row per task x point, weight and KV bytes included) and OUT/grid.png (headline
+// metric vs effective KV bits); with a "kv" axis also OUT/cells.json (per-problem results of every
+// cell), OUT/frontier.md/.json and OUT/frontier-<setting>.png (cli/grid_frontier.h: frontiers,
+// matched budgets, McNemar, the paper-form average). `dllmq grid --reduce --out OUT` recomputes
+// those from cells.json.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +38,7 @@
 #include "cli/commands.h"
 #include "cli/grid_config.h"
 #include "cli/grid_frontier.h"
+#include "cli/grid_quantize.h"
 #include "cli/grid_slurm.h"
 #include "cli/plot_helper.h"
 #include "eval/data.h"
@@ -113,6 +117,8 @@ struct RunRow {
   std::map<std::string, std::optional<double>> metrics;
   std::optional<double> tokens_per_s, mean_nfe, kv_bytes, kv_bytes_fp16, effective_bits;
   std::optional<double> bits_k, bits_v;  // effective bits of K and of V apart
+  std::optional<double> weight_bytes;    // the checkpoint's bytes (eval's model facts)
+  std::string weight_format;             // "bf16", "int4-g128-sym", ...
   std::vector<std::string> ids;          // per problem (samples.jsonl): task_id, correct
   std::vector<uint8_t> correct;
   std::optional<double> headline() const {
@@ -170,6 +176,9 @@ void fill_from_summary(RunRow& row, const nlohmann::json& s, const std::string& 
       row.metrics[name] = number(s, {name.c_str()});
     }
   row.tokens_per_s = number(s, {"tokens_per_s"});
+  row.weight_bytes = number(s, {"weight_bytes"});
+  if (s.contains("weight_format") && s["weight_format"].is_string())
+    row.weight_format = s["weight_format"];
   row.mean_nfe = number(s, {"mean_nfe"});
   // Summaries written so far carry no KV sizes; the per-sample records carry kv_bytes (peak bytes
   // of the KV store), so fall back to their mean. Effective bits need the fp16 size as well.
@@ -213,7 +222,7 @@ std::string grid_csv(const std::vector<RunRow>& rows, const std::vector<std::str
   for (const auto& m : metrics) csv += fmt::format(",{}", csv_field(m));
   csv +=
       ",tokens_per_s,mean_nfe,kv_bytes,kv_bytes_fp16,effective_bits,effective_bits_k,"
-      "effective_bits_v,exit_code\n";
+      "effective_bits_v,weight_format,weight_bytes,total_bytes,exit_code\n";
   for (const auto& r : rows) {
     csv += csv_field(r.task);
     for (const auto& v : r.values)
@@ -224,10 +233,16 @@ std::string grid_csv(const std::vector<RunRow>& rows, const std::vector<std::str
       csv += fmt::format(",{}",
                          it == r.metrics.end() ? std::string() : opt_text(it->second, "{:.6g}"));
     }
-    csv += fmt::format(",{},{},{},{},{},{},{},{}\n", opt_text(r.tokens_per_s, "{:.4g}"),
+    // total_bytes: what a run holds in memory for the model and its cache (weights + mean KV).
+    const std::optional<double> total = r.weight_bytes && r.kv_bytes
+                                            ? std::optional<double>(*r.weight_bytes + *r.kv_bytes)
+                                            : std::nullopt;
+    csv += fmt::format(",{},{},{},{},{},{},{},{},{},{},{}\n", opt_text(r.tokens_per_s, "{:.4g}"),
                        opt_text(r.mean_nfe, "{:.4g}"), opt_text(r.kv_bytes, "{:.0f}"),
                        opt_text(r.kv_bytes_fp16, "{:.0f}"), opt_text(r.effective_bits, "{:.3g}"),
-                       opt_text(r.bits_k, "{:.3g}"), opt_text(r.bits_v, "{:.3g}"), r.exit_code);
+                       opt_text(r.bits_k, "{:.3g}"), opt_text(r.bits_v, "{:.3g}"),
+                       csv_field(r.weight_format), opt_text(r.weight_bytes, "{:.0f}"),
+                       opt_text(total, "{:.0f}"), r.exit_code);
   }
   return csv;
 }
@@ -487,6 +502,9 @@ void run_grid(const std::string& cfg_path, bool dry_run, const GridOverrides& ov
   // its merge job (--collect) finds the calibrations made and the cells' shards finished.
   GridPlan slurm_plan;
   GridPlan* plan = launcher.launcher == "slurm" && !launcher.collect ? &slurm_plan : nullptr;
+  // Weight-quantized copies first (the calibrations may run on them). They take seconds, so a
+  // Slurm grid makes them here, on the submitting node, before it plans the jobs.
+  if (!launcher.collect) run_grid_quantizations(cfg, dry_run);
   if (!launcher.collect) run_calibrations(cfg, cfg_path, dry_run, plan);
   const nlohmann::json grid = cfg.value("grid", nlohmann::json::object());
   // Cross product of the grid axes, in the file's key order.

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/grid_quantize.h"
 #include "util/error.h"
 #include "util/json_limits.h"
 
@@ -15,8 +16,8 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kTopKeys = {"out",  "model", "tasks",     "fixed",
-                                           "grid", "args",  "calibrate", "requires_model"};
+const std::vector<std::string> kTopKeys = {"out",  "model",     "tasks",    "fixed",         "grid",
+                                           "args", "calibrate", "quantize", "requires_model"};
 const std::vector<std::string> kCalibrateKeys = {"out", "args"};
 
 const char* type_name(const json& v) {
@@ -152,6 +153,13 @@ struct Checker {
     if (cfg.contains("grid")) grid(cfg["grid"]);
     if (cfg.contains("args")) string_list("\"args\"", cfg["args"]);
     if (cfg.contains("calibrate")) calibrate(cfg["calibrate"]);
+    if (cfg.contains("quantize")) {
+      if (!cfg["quantize"].is_array())
+        bad("\"quantize\"", "an array of {\"out\", \"model\", \"weights\"} objects",
+            cfg["quantize"]);
+      for (size_t i = 0; i < cfg["quantize"].size(); ++i)
+        check_grid_quantize_entry(cfg["quantize"][i], path, fmt::format("quantize[{}]", i));
+    }
   }
 };
 

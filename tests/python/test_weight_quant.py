@@ -19,6 +19,10 @@
 6. `dllmq inspect --json` reports weight bits and bytes; `dllmq eval` runs on the int8 and
    int4 models (a few synth problems); KVQuant calibration with the Fisher gradient runs on an
    int4 model and its artifact serves a generation on it.
+7. The weights x KV grid (configs/weights_synth.json, cut down): its "quantize" step writes the
+   int4 copy (replacing a half-written one, never requantizing a finished one), grid.csv gives
+   each cell the weight bytes `inspect` reports and weights + KV totals, weights_report.py makes
+   its table and plot, and bad "quantize" entries fail naming the entry and key.
 """
 import argparse
 import json
@@ -421,8 +425,70 @@ def main():
         res.check("llada/int4-g128/generate-kvquant", j.get("proj_weight_bits") == 4 and j.get("kv_method") == "kvquant",
                   p.stderr.strip()[-200:] if p.returncode else "kv_store %s" % j.get("kv_store"))
 
+    def grid_weights():
+        # configs/weights_synth.json cut down (tools/grid/reduce_config.py): its "quantize" list
+        # writes the int4 copy, the "model" axis runs it beside bf16, and grid.csv carries both
+        # models' weight bytes and weights + KV totals; tools/grid/weights_report.py tabulates.
+        gout = os.path.join(work, "grid-weights")
+        shutil.rmtree(gout, ignore_errors=True)
+        q4 = "{out}/models/synth-llada-int4"
+        cfg = run([sys.executable, os.path.join(ROOT, "tools", "grid", "reduce_config.py"),
+                   os.path.join(ROOT, "configs", "weights_synth.json"), "--calib-limit", "2", "--limit", "3",
+                   "--models", "synth-llada," + q4, "--caches", "dual", "--kv", "fp16,kivi-2"])
+        res.check("grid/reduce", cfg.returncode == 0, cfg.stderr.strip()[-200:])
+        if cfg.returncode != 0:
+            return
+        path = os.path.join(work, "grid-weights.json")
+        with open(path, "w") as f:
+            f.write(cfg.stdout)
+        qdir = os.path.join(gout, "models", "synth-llada-int4")
+        os.makedirs(qdir + ".partial")  # what an interrupted grid leaves: replaced, never used
+        with open(os.path.join(qdir + ".partial", "config.json"), "w") as f:
+            f.write("{")
+        p = run([dllmq, "grid", "--config", path, "--out", gout])
+        res.check("grid/run", p.returncode == 0, p.stderr.strip()[-300:])
+        qc = json.load(open(os.path.join(qdir, "config.json"))).get("quantization_config", {}) \
+            if os.path.exists(os.path.join(qdir, "config.json")) else {}
+        res.check("grid/quantized-copy", qc.get("bits") == 4 and qc.get("group_size") == 128
+                  and not os.path.exists(qdir + ".partial"), json.dumps(qc))
+        import csv
+        rows = list(csv.DictReader(open(os.path.join(gout, "grid.csv")))) \
+            if os.path.exists(os.path.join(gout, "grid.csv")) else []
+        fmts = {r["weight_format"]: r for r in rows}
+        want = {}
+        for d in (MODELS["llada"], qdir):
+            j = run([dllmq, "inspect", "-m", d, "--json"])
+            if j.returncode == 0:
+                ij = json.loads(j.stdout)
+                want[ij["weight_format"]] = ij["weight_bytes"]
+        ok = len(rows) == 4 and set(fmts) == set(want) and len(want) == 2 and all(
+            int(r["weight_bytes"]) == want[r["weight_format"]]
+            and int(r["total_bytes"]) == int(r["weight_bytes"]) + int(r["kv_bytes"]) for r in rows)
+        res.check("grid/csv-weight-bytes", ok, "inspect %s; csv %s" % (want, [
+            (r["weight_format"], r["kv"], r["weight_bytes"], r["kv_bytes"], r["total_bytes"]) for r in rows]))
+        p = run([dllmq, "grid", "--config", path, "--out", gout])
+        res.check("grid/no-requantize", p.returncode == 0 and "exists, not requantized" in p.stderr,
+                  p.stderr.strip()[-200:])
+        p = run([sys.executable, os.path.join(ROOT, "tools", "grid", "weights_report.py"), "--run", gout,
+                 "--png", os.path.join(work, "weights.png")])
+        lines = [x for x in p.stdout.splitlines() if x.startswith("| synth-llada | dual |")]
+        res.check("grid/weights-report", p.returncode == 0 and len(lines) == 2
+                  and all(x.count("(") == 1 for x in lines) and os.path.exists(os.path.join(work, "weights.png")),
+                  p.stdout.strip()[-300:] + p.stderr.strip()[-200:])
+        for label, edit, want_err in (
+                ("int3", lambda q: q.update(weights="int3"), "quantize[0].weights: 'int3' is not a weight format"),
+                ("unknown-key", lambda q: q.update(bitz=4), "unknown key 'bitz' in quantize[0]"),
+                ("bad-group", lambda q: q.update(group=12), "quantize[0]")):
+            c = json.loads(cfg.stdout)
+            edit(c["quantize"][0])
+            bad = os.path.join(work, "grid-bad-%s.json" % label)
+            with open(bad, "w") as f:
+                json.dump(c, f)
+            expect_fail(res, "grid/error-%s" % label,
+                        [dllmq, "grid", "--config", bad, "--out", os.path.join(work, "grid-bad"), "--dry-run"], want_err)
+
     return run_all(res, [writer_checks, numpy_gptq_checks, error_checks, isa_checks, inspect_and_eval,
-                         calibrate_on_codes])
+                         calibrate_on_codes, grid_weights])
 
 
 if __name__ == "__main__":

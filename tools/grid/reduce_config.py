@@ -42,6 +42,8 @@ def keep_axis(axis, wanted):
 
 
 keep_axis("model", a.models)
+if a.models and "quantize" in cfg:  # weight-quantized copies only for the models kept
+    cfg["quantize"] = [q for q in cfg["quantize"] if q["out"] in grid["model"]]
 keep_axis("cache", a.caches)
 keep_axis("kv", a.kv)
 if a.kv or a.caches:
