@@ -12,6 +12,10 @@ padding up to GEN_LEN. Prompt tokens are never masked; every answer/padding posi
 masked independently with prob p = (1-eps)*t + eps, t ~ U(0,1) per sample. Loss = sum over
 masked positions of CE/p, divided by the answer length (GEN_LEN, EOS padding included as in
 LLaDA) and averaged over the batch.
+With `--mask-shots` (k-shot rows, issue 30) the solved shots' answers inside the prompt are masked
+too, with their own t ~ U(0,1) per sample, and their 1/t-weighted CE, averaged over each row's
+shot-answer tokens, is added with weight --shot-weight: each forward over a ~600-token prompt then
+teaches ~7 in-context answers instead of one. The curve's loss column is then that sum.
 `--loss-weight uniform` drops the 1/t weight (mean CE over the masked positions): it learned the
 arithmetic twice as fast in a micro-experiment whose question states the operands (training/logs/micro/),
 but on the stories, whose later lines compute from operands in the masked answer, the 1/t weight is what
@@ -42,6 +46,7 @@ import csv
 import math
 import os
 import random
+import re
 import time
 
 import torch
@@ -57,36 +62,61 @@ DREAM_CONFIG = dict(d_model=256, n_heads=8, n_kv_heads=2, n_layers=4, mlp_hidden
                     rope_theta=10000.0, rms_norm_eps=1e-6, max_sequence_length=512, qkv_bias=True, arch="dream")
 
 
-def tokenize(tok, rows, sp, gen_len=GEN_LEN):
-    prompts = tok.encode_batch([render_prompt(r["question"], sp.arch) for r in rows], add_special_tokens=False)
+SHOT_ANSWER = re.compile(r"\nAnswer:( .*?)\n\n", re.S)  # a solved shot's answer in a k-shot question
+
+
+def shot_answer_flags(rendered, question, offsets):
+    """Per prompt token: True where the token lies inside a solved shot's answer (the text after
+    "Answer:" up to the blank line) of a k-shot question (training/make_kshot.py). Char offsets
+    from the tokenizer keep this exact whatever the BPE merges; a token straddling a span edge is
+    left out."""
+    base = rendered.find(question.strip())
+    spans = [(base + m.start(1), base + m.end(1)) for m in SHOT_ANSWER.finditer(question.strip())]
+    return [any(s <= b and e <= t for s, t in spans) for b, e in offsets]
+
+
+def tokenize(tok, rows, sp, gen_len=GEN_LEN, shot_flags=False):
+    rendered = [render_prompt(r["question"], sp.arch) for r in rows]
+    prompts = tok.encode_batch(rendered, add_special_tokens=False)
     answers = tok.encode_batch([r["answer"] + end_of_turn(sp.arch) for r in rows], add_special_tokens=False)
     data = []
-    for p, a in zip(prompts, answers):
+    for r, text, p, a in zip(rows, rendered, prompts, answers):
         assert len(a.ids) < gen_len, f"answer does not fit gen length {gen_len} with one EOS"
-        data.append((p.ids, a.ids + [sp.eos] * (gen_len - len(a.ids))))
+        flags = shot_answer_flags(text, r["question"], p.offsets) if shot_flags else None
+        data.append((p.ids, a.ids + [sp.eos] * (gen_len - len(a.ids)), flags))
     return data
 
 
 def make_batch(data, idx, sp, gen, t_max=1.0):
     """Right-padded batch: ids, clean targets, attention validity, answer-region mask.
-    t ~ U(0, t_max) per sample (LLaDA: t_max = 1)."""
+    t ~ U(0, t_max) per sample (LLaDA: t_max = 1). Rows tokenized with shot flags also get their
+    shots' answers masked, with a second, independent t per sample: `shot_masked` and `p_shot`
+    (None without flags)."""
     B, G = len(idx), len(data[idx[0]][1])  # G: generation length (answers are pre-padded)
     T = max(len(data[i][0]) for i in idx) + G
     x0 = torch.full((B, T), sp.eos, dtype=torch.long)
     valid = torch.zeros(B, T, dtype=torch.bool)
     ans = torch.zeros(B, T, dtype=torch.bool)
+    shots = torch.zeros(B, T, dtype=torch.bool)
     for r, i in enumerate(idx):
-        p, a = data[i]
+        p, a, flags = data[i]
         x0[r, :len(p)] = torch.tensor(p)
         x0[r, len(p):len(p) + G] = torch.tensor(a)
         valid[r, :len(p) + G] = True
         ans[r, len(p):len(p) + G] = True
+        if flags is not None:
+            shots[r, :len(p)] = torch.tensor(flags)
     eps = 1e-3
     t = torch.rand(B, 1, generator=gen) * t_max
     p_mask = (1 - eps) * t + eps  # [B, 1]
     masked = (torch.rand(B, T, generator=gen) < p_mask) & ans
-    xt = torch.where(masked, torch.full_like(x0, sp.mask), x0)
-    return xt, x0, valid, masked, p_mask
+    shot_masked, p_shot = None, None
+    if data[idx[0]][2] is not None:
+        p_shot = (1 - eps) * torch.rand(B, 1, generator=gen) + eps
+        shot_masked = (torch.rand(B, T, generator=gen) < p_shot) & shots
+    hide = masked if shot_masked is None else masked | shot_masked
+    xt = torch.where(hide, torch.full_like(x0, sp.mask), x0)
+    return xt, x0, valid, masked, p_mask, shot_masked, p_shot
 
 
 def batch_indices(data, step, a, group=8):
@@ -147,6 +177,10 @@ def main():
     ap.add_argument("--init-from-llada", default="", help="--arch dream: start from an exported LLaDA "
                     "model folder's weights (init_from_llada.py), as Dream-v0 started from Qwen2.5")
     ap.add_argument("--name", default="", help="checkpoint and curve name (default seed{seed})")
+    ap.add_argument("--mask-shots", action="store_true", help="k-shot rows: also mask the solved shots' "
+                    "answers (an independent t per sample) and learn them, weighted by --shot-weight: every "
+                    "shot is one more in-context question per forward (issue 30's long-prompt fine-tune)")
+    ap.add_argument("--shot-weight", type=float, default=1.0)
     ap.add_argument("--max-seq-len", type=int, default=512, help="config max_sequence_length (RoPE has no "
                     "table: this is what the exported config.json declares; the k-shot variant needs 1024)")
     ap.add_argument("--ckpt-dir", default="training/checkpoints")
@@ -165,7 +199,7 @@ def main():
         cfg = Config(vocab_size=tok.get_vocab_size(), max_sequence_length=a.max_seq_len)
     t0 = time.time()
     train = tokenize(tok, [r for f in a.train_files.split(",") for r in load_jsonl(os.path.join(a.data, f))], sp,
-                     a.gen_len)
+                     a.gen_len, a.mask_shots)
     val_sets = [load_jsonl(os.path.join(a.data, f))[:a.n_val_eval] for f in a.val_files.split(",")]
     val_cols = ["val_exact_match"] + ["val_" + f.removesuffix(".jsonl") for f in a.val_files.split(",")[1:]]
     print(f"tokenized {len(train)} train problems in {time.time() - t0:.1f}s", flush=True)
@@ -219,7 +253,7 @@ def main():
         else:
             idx = batch_indices(train, step, a)
             gen = torch.Generator().manual_seed(a.seed * 1_000_003 + step)
-        xt, x0, valid, masked, p_mask = make_batch(train, idx, sp, gen, a.t_max)
+        xt, x0, valid, masked, p_mask, shot_masked, p_shot = make_batch(train, idx, sp, gen, a.t_max)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
@@ -230,6 +264,12 @@ def main():
             loss = (ce * w).sum() / (a.gen_len * a.batch)
         else:
             loss = ce.sum() / max(1, ce.numel())
+        if shot_masked is not None:  # shots' answers: per-sample 1/t-weighted mean over their tokens
+            ce_s = F.cross_entropy(logits[shot_masked].float(), x0[shot_masked], reduction="none")
+            w_s = (1.0 / p_shot.expand_as(shot_masked))[shot_masked]
+            per_row = torch.zeros(len(idx)).index_add_(0, shot_masked.nonzero()[:, 0], ce_s * w_s)
+            n_shot = torch.tensor([max(1, sum(train[i][2])) for i in idx], dtype=torch.float)
+            loss = loss + a.shot_weight * (per_row / n_shot).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
