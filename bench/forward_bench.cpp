@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/quantize_checkpoint.h"
+#include "model/weights.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
 #include "util/half.h"
@@ -103,6 +106,46 @@ BENCHMARK(BM_LayerForward)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The same layer with its projections as int8 (per output channel) and int4 (groups of 128)
+// codes, written by `dllmq quantize`'s quantize_checkpoint from the bf16 checkpoint above: seconds
+// per layer at 1, 8 and 32 rows in fp32 compute. Rows: /tokens/format (0 bf16, 8 int8, 4 int4).
+// peak_RSS_MB is the process's: run one format per process for its own figure, e.g.
+//   build/bench/forward_bench --benchmark_filter='LayerWeightFormat/.*/4$'
+void BM_LayerWeightFormat(benchmark::State& st) {
+  const int n = static_cast<int>(st.range(0)), format = static_cast<int>(st.range(1));
+  static std::unique_ptr<dllmq::Model> models[3];
+  const int slot = format == 0 ? 0 : format == 8 ? 1 : 2;
+  if (!models[slot]) {
+    std::string dir = make_checkpoint();
+    if (format != 0) {
+      const dllmq::WeightQuantScheme s{format, format == 8 ? -1 : 128, true};
+      const std::string q = dir + "-int" + std::to_string(format);
+      dllmq::quantize_checkpoint(dir, q, s);
+      dir = q;
+    }
+    models[slot] = dllmq::Model::load(dir);
+  }
+  dllmq::Model& m = *models[slot];
+  m.set_compute_dtype(dllmq::ComputeDType::kF32);
+  st.SetLabel(dllmq::weight_format(m.weights()));
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = i % 200;
+  dllmq::ForwardArgs a;
+  a.ids = ids;
+  m.forward(a, nullptr);  // warm the workspace and page in the weights
+  for (auto _ : st) m.forward(a, nullptr);
+  st.counters["GFLOP/s"] = benchmark::Counter(m.forward_flops(n, n, 0) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["weight_MB"] = double(m.checkpoint().total_bytes()) / 1e6;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  st.counters["peak_RSS_MB"] = double(ru.ru_maxrss) / 1024.0;
+}
+BENCHMARK(BM_LayerWeightFormat)
+    ->ArgsProduct({{1, 8, 32}, {0, 8, 4}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // [n, 4096] x [4096, 4096]^T on the engine's GEMM backend (ops/gemm.h), the call the projections
 // make (sgemm_nt: oneDNN's matmul primitive; gemm_bf16_nt for bf16 compute), one call with all
 // cores to the library: its own ceiling for the projections at this shape. Rows: /tokens/bf16.
@@ -167,6 +210,6 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   std::error_code ec;
-  fs::remove_all(make_checkpoint(), ec);
+  for (const char* suffix : {"", "-int8", "-int4"}) fs::remove_all(make_checkpoint() + suffix, ec);
   return 0;
 }
