@@ -13,7 +13,9 @@ calibration prompts of data/synth/validation.jsonl, act-order, packing) on the C
 device inside `quantize`; here the model is wrapped directly (no from_pretrained) and CUDA_0 is
 pointed at the CPU (and fasterquant's torch.cuda.synchronize(), a timing barrier, made a no-op
 when torch has no CUDA): the quantizer, the Hessian update and the packing are the library's, run on
-the CPU. `save_quantized` writes the library's safetensors file and quantize_config.json.
+the CPU. torch 1.13 has no fp16 matmul on the CPU, so GPTQ runs on the f32 model and the
+projections are handed to the library's pack_model in fp16 (pack_fp16 below): fp16 scales, as the
+library's own fp16 flow writes. `save_quantized` writes its safetensors file and quantize_config.json.
 
 Per variant V, DIR gets:
   V.autogptq/       what save_quantized wrote, untouched
@@ -23,7 +25,7 @@ Per variant V, DIR gets:
                     quantize_config.json verbatim; the tokenizer files
   V/                the same without the all-zero `.bias` tensors AutoGPTQ adds to projections
                     that have no bias (listed in V.zero_bias.json)
-  V/../V.ref/       reference data:
+  V.ref/            reference data:
     ids.json                    token ids (every 5th the mask token)
     logits_f32.npy              transformers' forward of the library's quantized model (its
                                 QuantLinear unpack + dequantize, scales widened to f32 so the
