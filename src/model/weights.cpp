@@ -93,6 +93,9 @@ Linear TensorBinder::lin(const std::string& base, int out, int in, bool bias) {
     l.quant = std::make_shared<const QuantMatrix>(decode_gptq(c_, base, out, in, qc_));
     for (const std::string& n : gptq_tensor_names(base)) used_.insert(n);
     n_params_ += size_t(out) * in;
+    // AutoGPTQ gives every quantized projection a bias (all zero where the model has none) and
+    // saves it; its own forward adds it, so the projection does too (test_gptq_heldout.py).
+    if (!bias && c_.find(base + ".bias") != nullptr) l.b = get(base + ".bias", {out});
   } else {
     l.w = get(base + ".weight", {out, in});
   }
