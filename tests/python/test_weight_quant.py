@@ -352,6 +352,18 @@ def main():
         expect_fail(res, "error/qzeros-shape", [dllmq, "logits", "-m", d] + ids, "'%s.qzeros' has shape [3, 5]" % b)
         d = variant("gidx", edit_tensors=lambda t: t.pop(b + ".g_idx"))
         expect_fail(res, "error/missing-g_idx", [dllmq, "logits", "-m", d] + ids, "missing tensor '%s.g_idx'" % b)
+        # AutoGPTQ's bias on a bias-free projection (all zero, as it saves them) is bound and added:
+        # a zero bias gives the same logits bit for bit, a bias of ones changes them.
+        base_out = run([dllmq, "logits", "-m", src] + ids + ["--json"]).stdout
+        n_out = 256  # ff_out of the d 256 model: [d, mlp]
+        d = variant("zero-bias", edit_tensors=lambda t: t.update({b + ".bias": np.zeros(n_out, dtype=np.float16)}))
+        p = run([dllmq, "logits", "-m", d] + ids + ["--json"])
+        res.check("autogptq-bias/zero", p.returncode == 0 and p.stdout == base_out and "logits" in base_out,
+                  (p.stderr.strip()[-200:] if p.returncode else "same logits as without the bias"))
+        d = variant("one-bias", edit_tensors=lambda t: t.update({b + ".bias": np.ones(n_out, dtype=np.float16)}))
+        p = run([dllmq, "logits", "-m", d] + ids + ["--json"])
+        res.check("autogptq-bias/one", p.returncode == 0 and p.stdout != base_out,
+                  (p.stderr.strip()[-200:] if p.returncode else "the bias is added"))
         d = variant("noconfig", edit_cfg=lambda c: c.pop("quantization_config"))
         expect_fail(res, "error/no-quantization_config", [dllmq, "logits", "-m", d] + ids, "no quantization_config")
         m = MODELS["llada"]
