@@ -7,13 +7,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wquant/weight_quant.h"
+
 namespace dllmq::cli {
 
 // Keys of a "quantize" entry: {"out": DIR, "model": M, "weights": "int8"|"int4", "group": N,
 // "asym": true|false}; "group" and "asym" are optional with `dllmq quantize`'s defaults.
 inline const char* const kGridQuantizeKeys[] = {"out", "model", "weights", "group", "asym"};
 
-// Checks one entry's keys and types (grid_config.cpp's validation); throws naming `at` in `path`.
+// The scheme an entry asks for: "group" defaults to -1 (per channel) for int8 and 128 for int4,
+// symmetric unless "asym" is true, as `dllmq quantize` does.
+WeightQuantScheme grid_quantize_scheme(const nlohmann::json& e);
+
+// Checks one entry's keys and types (grid_config.cpp's validation; in grid_quantize_check.cpp);
+// throws naming `at` in `path`.
 void check_grid_quantize_entry(const nlohmann::json& e, const std::string& path,
                                const std::string& at);
 
