@@ -5,7 +5,8 @@
 // second of the benchmark thread (Google Benchmark's default); the weight's bytes per second are
 // reported beside the FLOPs.
 //   build/bench/weight_quant_bench --benchmark_counters_tabular=true
-// Args: format (0 bf16, 8 int8 per channel, 4 int4 groups of 128), m.
+// Args: format (0 bf16, 8 int8 per channel, 4 int4 groups of 128), m, asym (codes with zero
+// points, 1; or the symmetric scheme's signed codes, 0).
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -24,9 +25,9 @@ using namespace dllmq;
 constexpr int kN = 4096, kK = 4096;
 
 // One packed weight per format, built once (quantizing takes a while).
-const PackedWeight& weight(int format) {
-  static std::shared_ptr<const PackedWeight> cache[3];
-  const int slot = format == 0 ? 0 : format == 8 ? 1 : 2;
+const PackedWeight& weight(int format, bool asym) {
+  static std::shared_ptr<const PackedWeight> cache[5];
+  const int slot = format == 0 ? 0 : (format == 8 ? 1 : 3) + asym;
   if (cache[slot]) return *cache[slot];
   std::mt19937 g(3);
   std::normal_distribution<float> nd(0.0f, 0.05f);
@@ -35,7 +36,7 @@ const PackedWeight& weight(int format) {
   if (format == 0) {
     cache[slot] = pack_weight(wb.data(), DType::kBF16, kN, kK, dispatch_isa());
   } else {
-    const WeightQuantScheme s{format, format == 8 ? -1 : 128, true};
+    const WeightQuantScheme s{format, format == 8 ? -1 : 128, !asym};
     cache[slot] = pack_quant_weight(quantize_rtn(wb.data(), DType::kBF16, kN, kK, s, "bench"),
                                     dispatch_isa());
   }
@@ -44,16 +45,19 @@ const PackedWeight& weight(int format) {
 
 void BM_WeightFormat(benchmark::State& st) {
   const int format = int(st.range(0)), m = int(st.range(1));
-  const PackedWeight& pw = weight(format);
+  const bool asym = st.range(2) != 0;
+  const PackedWeight& pw = weight(format, asym);
   std::mt19937 g(4);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(size_t(m) * kK), y(size_t(m) * kN);
   for (float& v : x) v = nd(g);
   const kern::Block b{x.data(), kK, m, y.data(), kN};
   for (auto _ : st) packed_gemm(pw, {&b, 1}, 0, pw.panels(), false);
-  st.SetLabel(std::string(isa_name(pw.isa)) + (format == 0   ? " bf16"
-                                               : format == 8 ? " int8"
-                                                             : " int4-g128"));
+  st.SetLabel(std::string(isa_name(pw.isa)) +
+              (format == 0   ? " bf16"
+               : format == 8 ? " int8"
+                             : " int4-g128") +
+              (format != 0 && asym ? "-asym" : ""));
   const double flops = 2.0 * m * kN * kK;
   st.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -64,7 +68,9 @@ void BM_WeightFormat(benchmark::State& st) {
 
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int m : {1, 8, 32})
-    for (int format : {0, 8, 4}) b->Args({format, m});
+    for (int format : {0, 8, 4})
+      for (int asym : {0, 1})
+        if (format != 0 || asym == 0) b->Args({format, m, asym});
 }
 BENCHMARK(BM_WeightFormat)->Apply(Shapes)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 

@@ -103,6 +103,10 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
   for (int g = 0; g < G; ++g) pw->gstart[g + 1] += pw->gstart[g];
   bool identity = true;
   for (int kk = 0; kk < k; ++kk) identity = identity && order[kk] == kk;
+  // Signed codes when every zero point is 2^(bits - 1) (the symmetric scheme; a GPTQ checkpoint
+  // whose zeros say so): q - z is stored, and the kernels skip the subtraction.
+  const int32_t mid = 1 << (m.bits - 1);
+  pw->signed_codes = std::all_of(m.zero.begin(), m.zero.end(), [&](int32_t z) { return z == mid; });
   const size_t row_bytes = size_t(nr) * m.bits / 8;  // one k of a panel
   const size_t bytes = size_t(panels) * row_bytes * k;
   void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
@@ -110,7 +114,7 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
   pw->buf.reset(static_cast<uint8_t*>(buf));
   auto* dst = static_cast<uint8_t*>(buf);
   pw->scale.assign(size_t(panels) * G * nr, 0.0f);
-  pw->zero.assign(size_t(panels) * G * nr, 0);
+  if (!pw->signed_codes) pw->zero.assign(size_t(panels) * G * nr, 0);
 #pragma omp parallel for schedule(static) if (parallel && panels > 1)
   for (int p = 0; p < panels; ++p) {
     uint8_t* d = dst + size_t(p) * row_bytes * k;
@@ -119,7 +123,7 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
       if (c >= m.n) continue;  // padding: codes 0, scale 0, zero 0 -> weight 0
       for (int g = 0; g < G; ++g) {
         pw->scale[(size_t(p) * G + g) * nr + s] = m.scale[size_t(g) * m.n + c];
-        pw->zero[(size_t(p) * G + g) * nr + s] = m.zero[size_t(g) * m.n + c];
+        if (!pw->signed_codes) pw->zero[(size_t(p) * G + g) * nr + s] = m.zero[size_t(g) * m.n + c];
       }
     }
     for (int kp = 0; kp < k; ++kp) {
@@ -128,11 +132,14 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
       std::memset(row, 0, row_bytes);
       for (int s = 0; s < nr; ++s) {
         const int c = p * nr + s;
-        const uint8_t q = c < m.n ? m.q[size_t(c) * k + kk] : 0;
+        // signed codes: q - 2^(bits - 1) in two's complement (a nibble for 4 bits)
+        const uint8_t q = c >= m.n           ? 0
+                          : pw->signed_codes ? uint8_t((m.q[size_t(c) * k + kk] - mid) & 255)
+                                             : m.q[size_t(c) * k + kk];
         if (m.bits == 8)
           row[s] = q;
         else if (s < lanes)
-          row[s] |= q;
+          row[s] |= q & 15;
         else
           row[s - lanes] |= uint8_t(q << 4);
       }
@@ -164,9 +171,13 @@ void dequant_packed(const PackedWeight& w, int r0, int rows, int c0, int cols, f
     const uint8_t* base = buf + size_t(p) * row_bytes * w.k;
     for (int j = 0; j < cols; ++j) {
       const uint8_t* b = base + size_t(pos[j]) * row_bytes;
-      const int q = w.bits == 8 ? b[s] : s < w.lanes ? b[s] & 15 : b[s - w.lanes] >> 4;
+      const int byte = w.bits == 8 ? b[s] : s < w.lanes ? b[s] << 4 : b[s - w.lanes];
       const size_t t = (size_t(p) * G + grp[j]) * nr + s;
-      dst[r * ldd + j] = float(q - w.zero[t]) * w.scale[t];
+      // q - z: the signed code, or the code less its zero point
+      const int v = w.signed_codes ? (w.bits == 8 ? int8_t(byte) : int8_t(uint8_t(byte)) >> 4)
+                    : w.bits == 8  ? byte - w.zero[t]
+                                   : (uint8_t(byte) >> 4) - w.zero[t];
+      dst[r * ldd + j] = float(v) * w.scale[t];
     }
   }
 }
@@ -177,21 +188,23 @@ void gather_reduction_order(const PackedWeight& w, const float* x, int m, ptrdif
     for (int kp = 0; kp < w.k; ++kp) dst[size_t(i) * w.k + kp] = x[i * ldx + w.order[kp]];
 }
 
-void quant_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, bool round_w, float* y,
-                    int ldy) {
+void quant_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, float* y, int ldy) {
   const std::vector<int32_t> order = reduction_order(q);
-  std::vector<float> row(q.k);
-  for (int c = 0; c < q.n; ++c) {
-    for (int kk = 0; kk < q.k; ++kk) {
-      row[kk] = q.dequant(c, kk);
-      if (round_w) row[kk] = bf16_to_f32(f32_to_bf16(row[kk]));
-    }
+  for (int c = 0; c < q.n; ++c)
     for (int i = 0; i < m; ++i) {
       float acc = 0.0f;
-      for (int kk : order) acc = std::fmaf(x[size_t(i) * ldx + kk], row[kk], acc);
+      size_t kp = 0;
+      for (int g = 0; g < q.n_groups; ++g) {
+        float a = 0.0f;  // the group's chain over its input columns, in the reduction order
+        for (; kp < order.size() && q.g_idx[size_t(order[kp])] == g; ++kp) {
+          const int kk = order[kp];
+          const int d = int32_t(q.q[size_t(c) * q.k + kk]) - q.zero[size_t(g) * q.n + c];
+          a = std::fmaf(x[size_t(i) * ldx + kk], float(d), a);
+        }
+        acc = std::fmaf(a, q.scale[size_t(g) * q.n + c], acc);
+      }
       y[size_t(i) * ldy + c] = acc;
     }
-  }
 }
 
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
@@ -199,17 +212,18 @@ void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int
   kern::GemmArgs a{blocks.data(),
                    int(blocks.size()),
                    w.data(),
-                   w.bits == 8   ? kern::WType::kQ8
-                   : w.bits == 4 ? kern::WType::kQ4
-                                 : wtype(w.dtype),
+                   w.bits == 0      ? wtype(w.dtype)
+                   : w.signed_codes ? (w.bits == 8 ? kern::WType::kS8 : kern::WType::kS4)
+                                    : (w.bits == 8 ? kern::WType::kQ8 : kern::WType::kQ4),
                    w.n,
                    w.k,
                    w.lanes,
                    p0,
                    p1,
-                   round_w && (w.bits != 0 || w.dtype != DType::kBF16),
+                   round_w && w.bits == 0 && w.dtype != DType::kBF16,
                    {}};
-  if (w.bits != 0) a.q = {w.scale.data(), w.zero.data(), w.gstart.data(), w.n_groups};
+  if (w.bits != 0)
+    a.q = {w.scale.data(), w.signed_codes ? nullptr : w.zero.data(), w.gstart.data(), w.n_groups};
   if (w.lanes == 16) {
     if (!scalar && w.isa == Isa::kAvx512) return kern::gemm_avx512(a);
     return kern::gemm_scalar16(a);

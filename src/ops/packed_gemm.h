@@ -12,12 +12,15 @@
 // Integer codes (wquant/weight_quant.h, bits 8 or 4): a panel's k row holds its columns' codes
 // (bytes, or nibbles: byte i = column i | column lanes + i << 4), the k rows in the reduction
 // order (input columns sorted by group, reduction_order()), and per panel and group the f32
-// scales and int32 zero points of its columns; the kernels form float(q - z) * s in registers.
-// The activations are gathered into that order first when it is not ascending k (desc_act).
+// scales and int32 zero points of its columns. When every zero point is 2^(bits - 1) (the
+// symmetric scheme) the codes are stored as q - z, signed, and there is no zero table. The
+// activations are gathered into that order first when it is not ascending k (desc_act).
 //
 // Bits: every output is fmaf(x[k], w[k], acc) for k = 0, 1, ..., k - 1 from acc = 0, on every
 // instruction set, row count, tiling and thread split; gemm_fma_ref is that loop written plainly
-// on the unpacked weights, and tests demand equality.
+// on the unpacked weights, and tests demand equality. Codes: per group a chain of
+// fmaf(x[k], float(q - z), a) over the group's run from a = 0, then acc = fmaf(a, s, acc) over the
+// groups in order from 0 (quant_gemm_ref): the scale leaves the inner loop.
 #pragma once
 
 #include <cstddef>
@@ -50,7 +53,8 @@ struct PackedWeight {
   // Integer codes only (see above).
   int n_groups = 0;
   std::vector<float> scale;     // [panels][n_groups][2 * lanes]
-  std::vector<int32_t> zero;    // [panels][n_groups][2 * lanes]
+  std::vector<int32_t> zero;    // [panels][n_groups][2 * lanes]; empty with signed codes
+  bool signed_codes = false;    // codes stored as q - z (every z was 2^(bits - 1))
   std::vector<int32_t> gstart;  // [n_groups + 1]: where each group's run begins in the order
   std::vector<int32_t> order;   // the reduction order (input column of each packed k); empty
                                 // when it is 0, 1, ..., k - 1
@@ -76,8 +80,8 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
 // Panels [p0, p1) of `w` applied to every block (for codes with a reduction order, the blocks'
 // x must already be gathered into it: gather_reduction_order) (y columns of those panels only,
 // overwritten). `round_w`: round each widened weight to bf16 first (bf16 compute on f32/f16
-// weights). `scalar`: run the portable kernel on the same packed data instead of `w.isa`'s (the
-// twin). Runs on the calling thread.
+// weights; codes need none). `scalar`: run the portable kernel on the same packed data instead of
+// `w.isa`'s (the twin). Runs on the calling thread.
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
                  bool round_w, bool scalar = false);
 
@@ -96,10 +100,11 @@ void dequant_packed(const PackedWeight& w, int r0, int rows, int c0, int cols, f
 void gather_reduction_order(const PackedWeight& w, const float* x, int m, ptrdiff_t ldx,
                             float* dst);
 
-// The definition for codes: y[i, c] = fmaf chain, over the input columns in reduction_order(m),
-// of x[i, kk] * w[c, kk] with w = float(q - z) * s (bf16-rounded first when `round_w`), from 0.
-void quant_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, bool round_w, float* y,
-                    int ldy);
+// The definition for codes: y[i, c] = fmaf chain over the groups g (in order) of a_g * s[g, c]
+// from 0, where a_g = fmaf chain, over the group's input columns in reduction_order(m), of
+// x[i, kk] * float(q[c, kk] - z[g, c]) from 0. (bf16 compute changes nothing here: q - z is exact
+// in bf16, and the activations are rounded by the caller.)
+void quant_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, float* y, int ldy);
 
 // One core's f32 FMA rate in GFLOP/s on `isa`'s vectors (independent chains, no memory), best of
 // repeats lasting `min_s` seconds in all; 0 for kScalar.

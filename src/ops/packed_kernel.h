@@ -10,11 +10,18 @@
 namespace dllmq::kern {
 
 // Stored type of the packed weights: floats, or integer codes (8 or 4 bits) with per-group
-// scales and zero points, w = float(q - z) * s (wquant/weight_quant.h), computed in registers.
-enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8 = 3, kQ4 = 4 };
+// scales and zero points, w = (q - z) * s (wquant/weight_quant.h). kQ8 / kQ4 hold the codes q
+// with their zero points; kS8 / kS4 hold q - z itself as signed codes, for weights whose every
+// zero point is 2^(bits - 1) (the symmetric scheme): no subtraction in the inner loop.
+enum class WType : int { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8 = 3, kQ4 = 4, kS8 = 5, kS4 = 6 };
+
+constexpr bool is_code(WType t) {
+  return t == WType::kQ8 || t == WType::kQ4 || t == WType::kS8 || t == WType::kS4;
+}
 
 // The group tables of integer codes (unused for float weights). The reduction runs over the
-// packed k order, in which each group's columns are one run [gstart[g], gstart[g + 1]).
+// packed k order, in which each group's columns are one run [gstart[g], gstart[g + 1]); K blocks
+// hold whole groups. `zero` is unused by kS8 / kS4.
 struct QuantArgs {
   const float* scale = nullptr;     // [panels][n_groups][2 * lanes], the panel's columns in order
   const int32_t* zero = nullptr;    // same layout
@@ -41,12 +48,14 @@ struct GemmArgs {
   int lanes;     // floats per vector of the layout: a panel is 2 * lanes columns
   int p0, p1;    // panels to compute
   bool round_w;  // round each (widened) weight to bf16 first (bf16 compute, non-bf16 weights)
-  QuantArgs q;   // kQ8 / kQ4 only
+  QuantArgs q;   // codes only
 };
 
 // y = x W^T over the panels, one f32 FMA chain per output in ascending k starting from 0:
 // every output's bits are those of the scalar `fmaf` loop, whatever the kernel, row count,
-// tiling or thread. lanes 8: scalar8 / avx2; lanes 16: scalar16 / avx512.
+// tiling or thread. Codes: per group g in the packed order, a chain a_g = fmaf over the group's
+// k of x[k] * float(q - z) from 0, and y = fmaf(a_g, s_g, y) over the groups from 0 (the scale
+// leaves the inner loop). lanes 8: scalar8 / avx2; lanes 16: scalar16 / avx512.
 void gemm_scalar8(const GemmArgs& a);
 void gemm_scalar16(const GemmArgs& a);
 void gemm_avx2(const GemmArgs& a);

@@ -47,9 +47,24 @@ struct Avx2 {
     lo = _mm256_and_si256(v, _mm256_set1_epi32(15));
     hi = _mm256_srli_epi32(v, 4);
   }
-  static inline __attribute__((always_inline)) R deq(RI q, RI z, R s) {
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, z)), s);
+  // 16 signed one-byte codes (q - z), sign-extended.
+  static inline __attribute__((always_inline)) void codes8s(const unsigned char* p, RI& lo,
+                                                            RI& hi) {
+    lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
   }
+  // 16 signed nibbles in 8 bytes: each byte sign-extended, the high nibble by an arithmetic
+  // shift, the low one shifted to the top first.
+  static inline __attribute__((always_inline)) void codes4s(const unsigned char* p, RI& lo,
+                                                            RI& hi) {
+    const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm256_srai_epi32(_mm256_slli_epi32(v, 28), 28);
+    hi = _mm256_srai_epi32(v, 4);
+  }
+  static inline __attribute__((always_inline)) RI subi(RI a, RI b) {
+    return _mm256_sub_epi32(a, b);
+  }
+  static inline __attribute__((always_inline)) R cvt(RI a) { return _mm256_cvtepi32_ps(a); }
   // Nearest bf16, ties to even (finite values), as round_to_bf16 in ops/linear.h.
   static inline __attribute__((always_inline)) R round_bf16(R x) {
     const __m256i u = _mm256_castps_si256(x);

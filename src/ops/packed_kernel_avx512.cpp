@@ -50,9 +50,24 @@ struct Avx512 {
     lo = _mm512_and_si512(v, _mm512_set1_epi32(15));
     hi = _mm512_srli_epi32(v, 4);
   }
-  static inline __attribute__((always_inline)) R deq(RI q, RI z, R s) {
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, z)), s);
+  // 32 signed one-byte codes (q - z), sign-extended.
+  static inline __attribute__((always_inline)) void codes8s(const unsigned char* p, RI& lo,
+                                                            RI& hi) {
+    lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
   }
+  // 32 signed nibbles in 16 bytes: each byte sign-extended, the high nibble by an arithmetic
+  // shift, the low one shifted to the top first.
+  static inline __attribute__((always_inline)) void codes4s(const unsigned char* p, RI& lo,
+                                                            RI& hi) {
+    const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm512_srai_epi32(_mm512_slli_epi32(v, 28), 28);
+    hi = _mm512_srai_epi32(v, 4);
+  }
+  static inline __attribute__((always_inline)) RI subi(RI a, RI b) {
+    return _mm512_sub_epi32(a, b);
+  }
+  static inline __attribute__((always_inline)) R cvt(RI a) { return _mm512_cvtepi32_ps(a); }
   // Nearest bf16, ties to even (finite values), as round_to_bf16 in ops/linear.h.
   static inline __attribute__((always_inline)) R round_bf16(R x) {
     const __m512i u = _mm512_castps_si512(x);

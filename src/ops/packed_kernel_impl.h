@@ -9,18 +9,21 @@
 // and f16 keep column order; bf16 interleaves the two halves (slot 2i = column i, slot 2i+1 =
 // column W + i), so one load of 2W bf16 values widens to two f32 vectors with a shift and a mask.
 //
-// Integer codes (kQ8, kQ4): a k row of a panel is its NR codes, one byte each (kQ8, column
-// order) or a nibble each (kQ4: byte i holds column i in its low nibble and column W + i in its
-// high one); the panel's scales and zero points of each group sit in QuantArgs. Each weight is
-// float(q - z) * s in registers (q - z exact in int32, one f32 multiply), then the same FMA.
-// The reduction runs in the packed k order, where each group is one run of k, so a group's
-// scales and zeros are loaded once per run.
+// Integer codes: a k row of a panel is its NR codes, one byte each (8 bits, column order) or a
+// nibble each (4 bits: byte i holds column i in its low nibble and column W + i in its high one);
+// the panel's scales and zero points of each group sit in QuantArgs. kQ8 / kQ4 codes are q
+// (unsigned) with zero points z, widened to (q - z) exactly in int32; kS8 / kS4 codes are q - z
+// itself (signed, sign-extended). Either way the weight's integer part is converted to f32 exactly
+// and multiplied into the activations by FMA; the group's scale waits until the group ends, when
+// each output takes y = fma(a_g, s_g, y) once: the inner loop is widen, convert and FMA, the same
+// length as bf16's. The reduction runs in the packed k order, where each group is one run, and K
+// blocks hold whole groups, so nothing depends on where a block ends.
 //
 // The micro-kernel is an outer product: for each k, the NR weights of a panel (widened in
 // registers) times each of MR broadcast activations, into MR x 2 accumulators by FMA. Every
-// output is one chain fma(x[k], w[k], acc) in ascending k from acc = 0, so its bits are the
-// scalar `fmaf` loop's whatever the row tile, panel group, K block (the chain pauses in y between
-// K blocks, exactly) or thread.
+// float-weight output is one chain fma(x[k], w[k], acc) in ascending k from acc = 0, so its bits
+// are the scalar `fmaf` loop's whatever the row tile, panel group, K block (the chain pauses in y
+// between K blocks, exactly) or thread; a code output is its chain of per-group chains, likewise.
 #pragma once
 
 namespace dllmq::kern {
@@ -31,27 +34,17 @@ struct PackedGemm {
   using RI = typename V::RI;
   static constexpr int W = V::W;
   static constexpr int NR = 2 * W;
-  static constexpr bool Q = T == WType::kQ8 || T == WType::kQ4;
+  static constexpr bool Q = is_code(T);
+  static constexpr bool SIGNED = T == WType::kS8 || T == WType::kS4;  // no zero points
+  static constexpr bool BYTE_CODES = T == WType::kQ8 || T == WType::kS8;
   static constexpr int ESZ = T == WType::kF32 ? 4 : 2;
   // bytes per k of a panel
-  static constexpr ptrdiff_t KSTRIDE = T == WType::kQ8   ? NR
-                                       : T == WType::kQ4 ? NR / 2
-                                                         : ptrdiff_t(NR) * ESZ;
+  static constexpr ptrdiff_t KSTRIDE = !Q ? ptrdiff_t(NR) * ESZ : BYTE_CODES ? NR : NR / 2;
   static constexpr int MR = V::MR;  // rows of a full tile
 
-  // The NR weights of one k of a panel as two f32 vectors (columns [0, W) and [W, 2W)); for
-  // codes, s and z are the group's scales and zero points of those columns (two vectors each).
-  static inline __attribute__((always_inline)) void load_w(const unsigned char* p, R& lo, R& hi,
-                                                           const R* s, const RI* z) {
-    if constexpr (Q) {
-      RI a, b;
-      if constexpr (T == WType::kQ8)
-        V::codes8(p, a, b);
-      else
-        V::codes4(p, a, b);
-      lo = V::deq(a, z[0], s[0]);
-      hi = V::deq(b, z[1], s[1]);
-    } else if constexpr (T == WType::kF32) {
+  // The NR weights of one k of a panel as two f32 vectors (columns [0, W) and [W, 2W)).
+  static inline __attribute__((always_inline)) void load_w(const unsigned char* p, R& lo, R& hi) {
+    if constexpr (T == WType::kF32) {
       lo = V::load(reinterpret_cast<const float*>(p));
       hi = V::load(reinterpret_cast<const float*>(p) + W);
     } else if constexpr (T == WType::kBF16) {
@@ -64,6 +57,27 @@ struct PackedGemm {
       lo = V::round_bf16(lo);
       hi = V::round_bf16(hi);
     }
+  }
+
+  // Codes: the NR values q - z of one k of a panel as two f32 vectors (exact: |q - z| <= 2^8);
+  // z: the group's zero points of those columns (two vectors; unused for signed codes).
+  static inline __attribute__((always_inline)) void load_q(const unsigned char* p, R& lo, R& hi,
+                                                           const RI* z) {
+    RI a, b;
+    if constexpr (T == WType::kQ8)
+      V::codes8(p, a, b);
+    else if constexpr (T == WType::kQ4)
+      V::codes4(p, a, b);
+    else if constexpr (T == WType::kS8)
+      V::codes8s(p, a, b);
+    else
+      V::codes4s(p, a, b);
+    if constexpr (!SIGNED) {
+      a = V::subi(a, z[0]);
+      b = V::subi(b, z[1]);
+    }
+    lo = V::cvt(a);
+    hi = V::cvt(b);
   }
 
   // Columns [c, c + cnt) of a vector to/from memory, cnt in [0, W].
@@ -86,15 +100,16 @@ struct PackedGemm {
   // Rows [0, R_) of x times NP consecutive panels (w: the first, at this K block's first k;
   // pstride bytes apart), kc values of k. `valid`: columns of y from the first panel's first
   // column that exist. `first`: the chains start here (else they continue from y).
-  // Where the K block starts in the packed k order, the group there, and the first panel.
+  // Where the K block starts in the packed k order, its groups [g0, g1) (codes), and the first
+  // panel.
   struct KPos {
     const QuantArgs* q;
-    int k0, g0, panel;
+    int k0, g0, g1, panel;
   };
 
   template <int R_, int NP>
   static void tile(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
-                   bool first, float* y, ptrdiff_t ldy, int valid, const KPos& kp) {
+                   bool first, float* y, ptrdiff_t ldy, int valid, const KPos&) {
     R acc[R_][2 * NP];
     const bool full = valid >= NP * NR;
 #pragma GCC unroll 16
@@ -104,37 +119,24 @@ struct PackedGemm {
         acc[r][j] = first  ? V::zero()
                     : full ? V::load(y + r * ldy + j * W)
                            : load_cols(y + r * ldy + j * W, valid - j * W);
-    int kk = 0, g = kp.g0;
-    while (kk < kc) {
-      int ke = kc;  // float weights: one run; codes: the rest of the current group
-      R s[2 * NP];
-      RI z[2 * NP];
-      if constexpr (Q) {
-        const QuantArgs& q = *kp.q;
-        while (q.gstart[g + 1] <= kp.k0 + kk) ++g;
-        ke = q.gstart[g + 1] - kp.k0 < kc ? q.gstart[g + 1] - kp.k0 : kc;
+    for (int kk = 0; kk < kc; ++kk) {
+      R b[2 * NP];
 #pragma GCC unroll 16
-        for (int p = 0; p < NP; ++p) {
-          const size_t o = (size_t(kp.panel + p) * q.n_groups + g) * NR;
-          s[2 * p] = V::load(q.scale + o);
-          s[2 * p + 1] = V::load(q.scale + o + W);
-          z[2 * p] = V::loadi(q.zero + o);
-          z[2 * p + 1] = V::loadi(q.zero + o + W);
-        }
-      }
-      for (; kk < ke; ++kk) {
-        R b[2 * NP];
+      for (int p = 0; p < NP; ++p) load_w(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1]);
 #pragma GCC unroll 16
-        for (int p = 0; p < NP; ++p)
-          load_w(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1], s + 2 * p, z + 2 * p);
+      for (int r = 0; r < R_; ++r) {
+        const R a = V::bcast(x + r * ldx + kk);
 #pragma GCC unroll 16
-        for (int r = 0; r < R_; ++r) {
-          const R a = V::bcast(x + r * ldx + kk);
-#pragma GCC unroll 16
-          for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
-        }
+        for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
       }
     }
+    store_tile<R_, NP>(acc, y, ldy, valid);
+  }
+
+  template <int R_, int NP>
+  static inline __attribute__((always_inline)) void store_tile(R (&acc)[R_][2 * NP], float* y,
+                                                               ptrdiff_t ldy, int valid) {
+    const bool full = valid >= NP * NR;
 #pragma GCC unroll 16
     for (int r = 0; r < R_; ++r)
 #pragma GCC unroll 16
@@ -146,20 +148,77 @@ struct PackedGemm {
       }
   }
 
+  // Codes: the same outer product per group into fresh accumulators a_g, then y = fma(a_g, s_g,
+  // y) per output (y = fma(a_g, s_g, 0) for the first group of the reduction).
+  template <int R_, int NP>
+  static void tile_q(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int,
+                     bool first, float* y, ptrdiff_t ldy, int valid, const KPos& kp) {
+    const QuantArgs& q = *kp.q;
+    const bool full = valid >= NP * NR;
+    for (int g = kp.g0; g < kp.g1; ++g, first = false) {
+      const int kb = q.gstart[g] - kp.k0, ke = q.gstart[g + 1] - kp.k0;
+      RI z[2 * NP];
+      if constexpr (!SIGNED) {
+#pragma GCC unroll 16
+        for (int p = 0; p < NP; ++p) {
+          const size_t o = (size_t(kp.panel + p) * q.n_groups + g) * NR;
+          z[2 * p] = V::loadi(q.zero + o);
+          z[2 * p + 1] = V::loadi(q.zero + o + W);
+        }
+      }
+      R acc[R_][2 * NP];
+#pragma GCC unroll 16
+      for (int r = 0; r < R_; ++r)
+#pragma GCC unroll 16
+        for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::zero();
+      for (int kk = kb; kk < ke; ++kk) {
+        R b[2 * NP];
+#pragma GCC unroll 16
+        for (int p = 0; p < NP; ++p)
+          load_q(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1], z + 2 * p);
+#pragma GCC unroll 16
+        for (int r = 0; r < R_; ++r) {
+          const R a = V::bcast(x + r * ldx + kk);
+#pragma GCC unroll 16
+          for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
+        }
+      }
+#pragma GCC unroll 16
+      for (int j = 0; j < 2 * NP; ++j) {
+        const R sc =
+            V::load(q.scale + (size_t(kp.panel + j / 2) * q.n_groups + g) * NR + (j % 2) * W);
+#pragma GCC unroll 16
+        for (int r = 0; r < R_; ++r) {
+          float* yp = y + r * ldy + j * W;
+          const R prev = first ? V::zero() : full ? V::load(yp) : load_cols(yp, valid - j * W);
+          acc[r][j] = V::fma(acc[r][j], sc, prev);
+        }
+      }
+      store_tile<R_, NP>(acc, y, ldy, valid);
+    }
+  }
+
   // Panels [p, pe) for rows [0, R_): one or two rows take several panels at once, so that the
   // accumulators still cover the FMA latency.
   template <int R_>
   static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
                    bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp) {
-    // Codes: 2 panels at 1 row (their scales and zero points also take registers).
-    constexpr int NP = R_ == 1 ? (Q ? 2 : 4) : R_ == 2 ? 2 : 1;
+    // Codes with zero points: 2 panels at 1 row (the zero points also take registers).
+    constexpr int NP = R_ == 1 ? (Q && !SIGNED ? 2 : 4) : R_ == 2 ? 2 : 1;
     for (; p + NP <= pe; p += NP) {
       kp.panel = p;
-      tile<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
+      if constexpr (Q)
+        tile_q<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR,
+                       kp);
+      else
+        tile<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
     }
     for (; p < pe; ++p) {
       kp.panel = p;
-      tile<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
+      if constexpr (Q)
+        tile_q<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
+      else
+        tile<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
     }
   }
 
@@ -176,32 +235,41 @@ struct PackedGemm {
     return kc > k ? k : kc;
   }
 
+  // One K block [k0, k0 + kcur) (codes: groups [g0, g1)) of every panel and row.
+  static void block_pass(const GemmArgs& a, int k0, int kcur, int g0, int g1) {
+    const auto* w0 = static_cast<const unsigned char*>(a.w);
+    const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
+    constexpr int kGroup = 4;  // panels whose K block stays cached while every row passes
+    const bool first = k0 == 0;
+    const KPos kp{&a.q, k0, g0, g1, 0};
+    for (int pg = a.p0; pg < a.p1; pg += kGroup) {
+      const int pe = pg + kGroup < a.p1 ? pg + kGroup : a.p1;
+      for (int b = 0; b < a.n_blocks; ++b) {
+        const Block& bl = a.blocks[b];
+        for (int r = 0; r < bl.m; r += MR) {
+          const int nr = bl.m - r < MR ? bl.m - r : MR;
+          rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
+                      bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp);
+        }
+      }
+    }
+  }
+
   static void run(const GemmArgs& a) {
     int total = 0;
     for (int b = 0; b < a.n_blocks; ++b) total += a.blocks[b].m;
     if (total <= 0 || a.p1 <= a.p0) return;
     const int kc = k_block(total, a.k);
-    const auto* w0 = static_cast<const unsigned char*>(a.w);
-    const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
-    constexpr int kGroup = 4;  // panels whose K block stays cached while every row passes
-    int g0 = 0;
-    for (int k0 = 0; k0 < a.k; k0 += kc) {
-      const int kcur = a.k - k0 < kc ? a.k - k0 : kc;
-      const bool first = k0 == 0;
-      if constexpr (Q)
-        while (a.q.gstart[g0 + 1] <= k0) ++g0;
-      const KPos kp{&a.q, k0, g0, 0};
-      for (int pg = a.p0; pg < a.p1; pg += kGroup) {
-        const int pe = pg + kGroup < a.p1 ? pg + kGroup : a.p1;
-        for (int b = 0; b < a.n_blocks; ++b) {
-          const Block& bl = a.blocks[b];
-          for (int r = 0; r < bl.m; r += MR) {
-            const int nr = bl.m - r < MR ? bl.m - r : MR;
-            rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
-                        bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp);
-          }
-        }
+    if constexpr (Q) {
+      // Whole groups per K block, as many as fit in kc (at least one).
+      const int32_t* gs = a.q.gstart;
+      const int G = a.q.n_groups;
+      for (int g0 = 0, g1; g0 < G; g0 = g1) {
+        for (g1 = g0 + 1; g1 < G && gs[g1 + 1] - gs[g0] <= kc;) ++g1;
+        block_pass(a, gs[g0], gs[g1] - gs[g0], g0, g1);
       }
+    } else {
+      for (int k0 = 0; k0 < a.k; k0 += kc) block_pass(a, k0, a.k - k0 < kc ? a.k - k0 : kc, 0, 0);
     }
   }
 };
@@ -231,12 +299,16 @@ void run_gemm(const GemmArgs& a) {
     case WType::kF16:
       return rw ? PackedGemm<V, WType::kF16, true>::run(a)
                 : PackedGemm<V, WType::kF16, false>::run(a);
+    // Codes need no rounding for bf16 compute: q - z is an integer of at most 9 bits, exact in
+    // bf16, and the scale multiplies the f32 group sum.
     case WType::kQ8:
-      return rw ? PackedGemm<V, WType::kQ8, true>::run(a)
-                : PackedGemm<V, WType::kQ8, false>::run(a);
+      return PackedGemm<V, WType::kQ8, false>::run(a);
     case WType::kQ4:
-      return rw ? PackedGemm<V, WType::kQ4, true>::run(a)
-                : PackedGemm<V, WType::kQ4, false>::run(a);
+      return PackedGemm<V, WType::kQ4, false>::run(a);
+    case WType::kS8:
+      return PackedGemm<V, WType::kS8, false>::run(a);
+    case WType::kS4:
+      return PackedGemm<V, WType::kS4, false>::run(a);
   }
 }
 

@@ -66,10 +66,26 @@ struct Scalar {
       hi.v[i] = p[i] >> 4;
     }
   }
-  // float(q - z) * s: the integer difference is exact, the product the one rounding.
-  static R deq(RI q, RI z, R s) {
+  static void codes8s(const unsigned char* p, RI& lo, RI& hi) {
+    for (int i = 0; i < L; ++i) {
+      lo.v[i] = int8_t(p[i]);
+      hi.v[i] = int8_t(p[L + i]);
+    }
+  }
+  // Signed nibbles: the low one moved to the top of a byte, then both shifted down arithmetically.
+  static void codes4s(const unsigned char* p, RI& lo, RI& hi) {
+    for (int i = 0; i < L; ++i) {
+      lo.v[i] = int8_t(uint8_t(p[i] << 4)) >> 4;
+      hi.v[i] = int8_t(p[i]) >> 4;
+    }
+  }
+  static RI subi(RI a, RI b) {
+    for (int i = 0; i < L; ++i) a.v[i] -= b.v[i];
+    return a;
+  }
+  static R cvt(RI a) {
     R r;
-    for (int i = 0; i < L; ++i) r.v[i] = float(q.v[i] - z.v[i]) * s.v[i];
+    for (int i = 0; i < L; ++i) r.v[i] = float(a.v[i]);
     return r;
   }
   static R round_bf16(R x) {

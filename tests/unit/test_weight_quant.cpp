@@ -1,5 +1,6 @@
 // Integer weight codes (wquant/): the packed kernels on int8 and int4 codes against their
-// definition (quant_gemm_ref: float(q - z) * s, then the fmaf chain over the reduction order),
+// definition (quant_gemm_ref: per group the fmaf chain of x * float(q - z) over the reduction
+// order, then the chain of group sums times their scales),
 // bit for bit, on every instruction set this CPU has and every layout through the scalar twin,
 // over tails of rows, columns, groups and K blocks, symmetric and asymmetric, with a desc_act
 // g_idx permutation; linear() on codes at 1 to 3 threads; the GPTQ layout written and read back;
@@ -75,6 +76,7 @@ std::vector<QShape> qshapes() {
   for (int n : {8, 16, 24, 32, 40, 48, 64, 72, 136}) s.push_back({5, n, 96, 16});
   for (int k : {8, 16, 128, 136, 264, 1000}) s.push_back({7, 40, k, 128});
   s.push_back({3, 40, 256, -1});    // one group over all of k (int8's default)
+  s.push_back({400, 16, 520, -1});  // ... longer than the K block rows of 400 would get
   s.push_back({64, 24, 1024, 64});  // K blocks of 768 that end inside a group
   s.push_back({200, 16, 304, 32});  // K blocks of 248
   return s;
@@ -95,11 +97,15 @@ TEST_P(QuantGemmTest, EveryIsaEqualsTheDefinitionBitForBit) {
     const QuantMatrix q = random_codes(sh.n, sh.k, s, qc.desc_act, g);
     const int ldx = sh.k + 3, ldy = sh.n + 5;
     const std::vector<float> x = normal(size_t(sh.m) * ldx, 1.0f, g);
+    std::vector<float> ref(size_t(sh.m) * ldy, -7.0f);
+    quant_gemm_ref(x.data(), sh.m, ldx, q, ref.data(), ldy);
+    // bf16 compute (round_w) leaves codes as they are: q - z is exact in bf16.
     for (const bool round_w : {false, true}) {
-      std::vector<float> ref(size_t(sh.m) * ldy, -7.0f);
-      quant_gemm_ref(x.data(), sh.m, ldx, q, round_w, ref.data(), ldy);
       for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
         const auto pw = pack_quant_weight(q, isa);
+        // the symmetric scheme's zero points are all 2^(bits - 1): signed codes, no zero table
+        ASSERT_EQ(pw->signed_codes, qc.sym);
+        ASSERT_EQ(pw->zero.empty(), qc.sym);
         std::vector<float> xg(size_t(sh.m) * sh.k);
         const float* xp = x.data();
         int lx = ldx;
@@ -140,7 +146,7 @@ TEST(QuantLinear, RowsDoNotDependOnNeighboursOrThreads) {
     const TensorView bv = f32_view(bias, {out});
     const std::vector<float> x = normal(size_t(rows) * in, 1.0f, g);
     std::vector<float> ref(size_t(rows) * out);
-    quant_gemm_ref(x.data(), rows, in, *q, false, ref.data(), out);
+    quant_gemm_ref(x.data(), rows, in, *q, ref.data(), out);
     for (int i = 0; i < rows; ++i)
       for (int o = 0; o < out; ++o) ref[size_t(i) * out + o] += bias[o];
     Linear packed;
