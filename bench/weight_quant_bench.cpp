@@ -6,13 +6,16 @@
 // reported beside the FLOPs.
 //   build/bench/weight_quant_bench --benchmark_counters_tabular=true
 // Args: format (0 bf16, 8 int8 per channel, 4 int4 groups of 128), m, asym (codes with zero
-// points, 1; or the symmetric scheme's signed codes, 0).
+// points, 1; or the symmetric scheme's signed codes, 0), a8 (1: int8 activations on the integer
+// kernel of ops/int8_act_gemm.h, --w8a8, labelled "w8a8"/"w4a8" with its kernel; 0: the f32
+// widening kernels). The int8-activation rows include quantizing the activations.
 #include <benchmark/benchmark.h>
 
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "ops/int8_act_gemm.h"
 #include "ops/packed_gemm.h"
 #include "util/cpu_isa.h"
 #include "util/half.h"
@@ -45,32 +48,44 @@ const PackedWeight& weight(int format, bool asym) {
 
 void BM_WeightFormat(benchmark::State& st) {
   const int format = int(st.range(0)), m = int(st.range(1));
-  const bool asym = st.range(2) != 0;
+  const bool asym = st.range(2) != 0, a8 = st.range(3) != 0;
   const PackedWeight& pw = weight(format, asym);
   std::mt19937 g(4);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(size_t(m) * kK), y(size_t(m) * kN);
   for (float& v : x) v = nd(g);
   const kern::Block b{x.data(), kK, m, y.data(), kN};
-  for (auto _ : st) packed_gemm(pw, {&b, 1}, 0, pw.panels(), false);
-  st.SetLabel(std::string(isa_name(pw.isa)) +
-              (format == 0   ? " bf16"
-               : format == 8 ? " int8"
-                             : " int4-g128") +
-              (format != 0 && asym ? "-asym" : ""));
+  const std::string name = (format == 0   ? "bf16"
+                            : format == 8 ? "int8"
+                                          : "int4-g128") +
+                           std::string(format != 0 && asym ? "-asym" : "");
+  double bytes = double(pw.bytes());
+  if (a8) {
+    const auto a = pack_int8_act(pw);
+    for (auto _ : st) int8_act_gemm(*a, {&b, 1});
+    st.SetLabel(std::string(int8_act_kernel_name()) + (format == 8 ? " w8a8 " : " w4a8 ") + name);
+    bytes = double(a->bytes());
+  } else {
+    for (auto _ : st) packed_gemm(pw, {&b, 1}, 0, pw.panels(), false);
+    st.SetLabel(std::string(isa_name(pw.isa)) + " " + name);
+  }
+  st.counters["weight_MiB"] = bytes / (1 << 20);
   const double flops = 2.0 * m * kN * kK;
   st.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["weight_GB/s"] =
-      benchmark::Counter(double(pw.bytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  st.counters["weight_MiB"] = double(pw.bytes()) / (1 << 20);
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int m : {1, 8, 32})
     for (int format : {0, 8, 4})
       for (int asym : {0, 1})
-        if (format != 0 || asym == 0) b->Args({format, m, asym});
+        if (format != 0 || asym == 0) {
+          b->Args({format, m, asym, 0});
+          // int8 activations: int8 sym and int4 codes (int8 asym does not fit vpdpbusd)
+          if (format == 4 || (format == 8 && asym == 0)) b->Args({format, m, asym, 1});
+        }
 }
 BENCHMARK(BM_WeightFormat)->Apply(Shapes)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 

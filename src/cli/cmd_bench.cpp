@@ -136,8 +136,9 @@ void run_bench(const BenchArgs& a) {
   nlohmann::json rows = nlohmann::json::array();
   double base_time = 0.0, base_flops = 0.0;
   const GenerateOptions base = resolve_generate_flags(a.gen, dir);  // reads generation_config once
-  fmt::print(stderr, "dllmq bench: {} | prompt {} | dtype {} | {}\n", dir, a.prompt_length,
-             compute_dtype_name(model->compute_dtype()), describe(base, cfg));
+  fmt::print(stderr, "dllmq bench: {} | prompt {} | dtype {} | {}{}\n", dir, a.prompt_length,
+             compute_dtype_name(model->compute_dtype()), describe(base, cfg),
+             describe_w8a8(*model));
   fmt::print(stderr, "  gemm: {}\n", describe_backend());
   const Peaks pk = measure_peaks(*model);
   fmt::print(stderr,
@@ -199,6 +200,7 @@ void run_bench(const BenchArgs& a) {
                         {"prompt_length", a.prompt_length},
                         {"dtype", compute_dtype_name(model->compute_dtype())},
                         {"weight_format", weight_format(model->weights())},
+                        {"w8a8", model->w8a8()},
                         {"proj_weight_bits", model->weights().proj_bits},
                         {"proj_weight_bytes", model->weights().proj_bytes},
                         {"weight_bytes", model->checkpoint().total_bytes()},

@@ -486,6 +486,10 @@ void register_calibrate(CLI::App& app) {
           "artifact)");
     if (a->kv_base != "kvquant" && !a->kv_base_calib.empty())
       fail("--kv-base-calib is for --kv-base kvquant only");
+    if (a->gen.w8a8)
+      fail(
+          "calibrate replays decoding with the exact kernels (its gradients need them); --w8a8 "
+          "applies to generate, eval, serve and bench");
     if (!a->gen.kv.empty() || !a->gen.calib.empty() || !a->gen.kv_channels.empty())
       fail(
           "calibrate replays decoding with the exact fp32 store; --kv, --calib and "

@@ -144,6 +144,9 @@ void generation_run(const EvalArgs& a, const Task& task, const ScoreEnv& env) {
     model = Model::load(a.model);
     apply_compute_flags(a.gen, *model);
     if (a.gen.dtype != "fp32") ro.config["dtype"] = a.gen.dtype;  // fp32 runs keep their config
+    if (a.gen.w8a8)
+      ro.config["w8a8"] = model->w8a8();  // an approximation: never resumed into
+                                          // an exact run (or the reverse)
     codec = std::make_unique<TextCodec>(*model);
     const GenerateOptions opt = resolve_generate_flags(a.gen, a.model);
     ro.config["model"] = a.model;
@@ -152,9 +155,11 @@ void generation_run(const EvalArgs& a, const Task& task, const ScoreEnv& env) {
     // What the weights cost, beside the KV bytes (the grid's weights x KV table adds the two).
     ro.model_facts = {{"weight_bytes", model->checkpoint().total_bytes()},
                       {"weight_format", weight_format(model->weights())},
+                      {"w8a8", model->w8a8()},
                       {"proj_weight_bits", model->weights().proj_bits},
                       {"proj_weight_bytes", model->weights().proj_bytes}};
-    fmt::print(stderr, "dllmq eval: {} | {}\n", a.model, describe(opt, model->config()));
+    fmt::print(stderr, "dllmq eval: {} | {}{}\n", a.model, describe(opt, model->config()),
+               describe_w8a8(*model));
     Model* m = model.get();
     TextCodec* c = codec.get();
     // Instruct models: the whole lm-eval context (shots included) is one user turn.

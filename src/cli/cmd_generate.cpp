@@ -68,8 +68,8 @@ void run_generate(const GenerateArgs& a) {
     opt.teacher = TeacherForcing{teacher_target(ref, opt.gen_length, cfg.eos_id),
                                  parse_teacher_rank(a.teacher_rank)};
   }
-  fmt::print(stderr, "dllmq: model {} | prompt {} tokens | {}\n", dir, prompt.size(),
-             describe(opt, cfg));
+  fmt::print(stderr, "dllmq: model {} | prompt {} tokens | {}{}\n", dir, prompt.size(),
+             describe(opt, cfg), describe_w8a8(*model));
 
   const bool tty = isatty(STDERR_FILENO);
   size_t printed = 0;                                     // bytes of answer text already streamed
@@ -123,6 +123,7 @@ void run_generate(const GenerateArgs& a) {
                         {"kv_bits_effective_v", r.kv_bits_effective_v()},
                         {"prompt_tokens", prompt.size()},
                         {"weight_format", weight_format(model->weights())},
+                        {"w8a8", model->w8a8()},
                         {"proj_weight_bits", model->weights().proj_bits},
                         {"proj_weight_bytes", model->weights().proj_bytes},
                         {"weight_bytes", model->checkpoint().total_bytes()},

@@ -1,4 +1,4 @@
-// dllmq logits -m DIR --ids 3,17,250 [--json]: raw logits of one full forward (no shift).
+// dllmq logits -m DIR --ids 3,17,250 [--json] [--w8a8]: raw logits of one full forward (no shift).
 #include <cstdio>
 #include <vector>
 
@@ -17,13 +17,18 @@ void register_logits(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto ids_s = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
+  auto w8a8 = std::make_shared<bool>(false);
   cmd->add_option("-m,--model", *model, "model directory or short name (synth-llada, synth-dream)")
       ->required()
       ->transform(model_name_transform());
   cmd->add_option("--ids", *ids_s, "comma-separated token ids")->required();
   cmd->add_flag("--json", *as_json, "print {\"logits\": [[...], ...]}, one row per position");
+  cmd->add_flag("--w8a8", *w8a8,
+                "int8 activations on the quantized projections (as generate --w8a8), an "
+                "approximation");
   cmd->callback([=] {
     auto m = Model::load(*model);
+    if (*w8a8) m->use_int8_activations();
     const auto ids = parse_id_list(*ids_s, "--ids");
     const int vocab = m->config().vocab_size;
     for (size_t i = 0; i < ids.size(); ++i)

@@ -135,9 +135,9 @@ void run_serve(const ServeArgs& a) {
     fail("cannot listen on {}:{} (in use, or not an address of this machine)", a.host, a.port);
   fmt::print(stderr,
              "dllmq serve: listening on http://{}:{} | model {} ({}) | parallel {}, queue {}, "
-             "canvas <= {}, batch GEMM {} | defaults: {}\n",
+             "canvas <= {}, batch GEMM {} | defaults: {}{}\n",
              a.host, port, name, dir, a.parallel, a.queue, max_positions,
-             batch_gemm_name(engine.batch_gemm()), describe(opt, cfg));
+             batch_gemm_name(engine.batch_gemm()), describe(opt, cfg), describe_w8a8(*model));
   std::fflush(stderr);
 
   std::thread listener([&] {

@@ -133,6 +133,13 @@ class Model {
   void set_compute_dtype(ComputeDType d) { dtype_ = d; }
   ComputeDType compute_dtype() const { return dtype_; }
 
+  // --w8a8: every projection whose integer codes allow it (8-bit symmetric, 4-bit) runs on
+  // int8 activations (ops/int8_act_gemm.h), an approximation; the others keep the exact kernels.
+  // Fails naming the model when it has no integer codes. Returns the line `w8a8()` reports.
+  const std::string& use_int8_activations();
+  // "" when off; else e.g. "w8a8 avx512_vnni: 196 of 196 projections".
+  const std::string& w8a8() const { return w8a8_; }
+
   // Per-phase time and work of every forward since load or the last reset (always on: a few
   // clock reads per layer).
   const ForwardProfile& profile() const { return profile_; }
@@ -185,6 +192,7 @@ class Model {
   // Workspace, grown on demand and reused across forwards (no per-step allocation).
   double flops_done_ = 0.0;
   ComputeDType dtype_ = ComputeDType::kF32;
+  std::string w8a8_;
   BatchGemm batch_gemm_ = BatchGemm::kAuto;
   int stacked_exact_[2][2] = {{-1, -1}, {-1, -1}};  // [GEMM library][dtype]: unknown / no / yes
   ForwardProfile profile_;

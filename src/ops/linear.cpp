@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/gemm.h"
+#include "ops/int8_act_gemm.h"
 #include "ops/packed_gemm.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -45,7 +46,7 @@ bool native_bf16(const Linear& l, ComputeDType dt) {
 }  // namespace
 
 void pack_linear(Linear& l) {
-  if (l.packed != nullptr) return;
+  if (l.packed != nullptr || l.a8 != nullptr) return;
   if (l.quant != nullptr) {
     l.packed = pack_quant_weight(*l.quant, dispatch_isa());
     l.quant.reset();
@@ -56,6 +57,7 @@ void pack_linear(Linear& l) {
 
 int Linear::weight_bits() const {
   if (quant != nullptr) return quant->bits;
+  if (a8 != nullptr) return a8->bits;
   if (packed != nullptr && packed->bits != 0) return packed->bits;
   return w == nullptr ? 0 : int(dtype_size(w->dtype) * 8);
 }
@@ -221,10 +223,17 @@ void linear(const float* x, int n, const Linear& l, float* y, int ldy, ComputeDT
 
 void linear_grouped(std::span<const LinearRows> blocks, const Linear& l, int ldy, ComputeDType dt) {
   if (ldy == 0) ldy = l.out;
-  if (native_bf16(l, dt))
+  if (l.a8 != nullptr) {
+    thread_local std::vector<kern::Block> kb;
+    kb.clear();
+    for (const LinearRows& b : blocks)
+      if (b.n > 0) kb.push_back({b.x, l.in, b.n, b.y, ldy});
+    int8_act_gemm_parallel(*l.a8, kb);
+  } else if (native_bf16(l, dt)) {
     linear_native_bf16(blocks, l, ldy);
-  else
+  } else {
     linear_packed(blocks, l, ldy, dt);
+  }
   if (l.b != nullptr) {
     thread_local std::vector<float> bias;
     if (bias.size() < size_t(l.out)) bias.resize(l.out);

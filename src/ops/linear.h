@@ -25,6 +25,7 @@ ComputeDType parse_compute_dtype(const std::string& s);  // "fp32" | "bf16"; thr
 const char* compute_dtype_name(ComputeDType d);
 
 struct PackedWeight;
+struct Int8ActWeight;
 
 struct Linear {
   const TensorView* w = nullptr;  // [out, in]; null for integer codes (`quant`)
@@ -37,7 +38,11 @@ struct Linear {
   // Integer codes of a quantized checkpoint (wquant/), in place of `w`; pack_linear packs them
   // into `packed` and drops them.
   std::shared_ptr<const QuantMatrix> quant = nullptr;
-  bool empty() const { return w == nullptr && quant == nullptr && packed == nullptr; }
+  // --w8a8: the codes repacked for int8 activations (ops/int8_act_gemm.h), in place of `packed`.
+  std::shared_ptr<const Int8ActWeight> a8 = nullptr;
+  bool empty() const {
+    return w == nullptr && quant == nullptr && packed == nullptr && a8 == nullptr;
+  }
   // Bits per weight: 8 or 4 for codes, else the stored dtype's.
   int weight_bits() const;
 };

@@ -16,7 +16,7 @@ namespace dllmq::serve {
 
 namespace {
 
-const char* kServerOnly[] = {"dtype", "threads", "calib", "kv_base_calib", "trace_cache"};
+const char* kServerOnly[] = {"dtype", "w8a8", "threads", "calib", "kv_base_calib", "trace_cache"};
 
 std::string flag_of(const std::string& field) {
   std::string f = "--" + field;

@@ -51,6 +51,10 @@ void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
                   "are widened losslessly) | bf16 (bf16 inputs, fp32 accumulation: the released "
                   "models' numerics); norms, softmax, RoPE and attention are fp32 in both")
       ->capture_default_str();
+  cmd->add_flag("--w8a8", f.w8a8,
+                "weight-quantized models: activations rounded per row to int8 and multiplied by "
+                "the int8/int4 weight codes on the integer dot product (AVX512-VNNI; a scalar "
+                "twin elsewhere), an approximation; 8-bit asymmetric codes stay exact");
   cmd->add_option("--kv", f.kv,
                   "KV store: fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq (default: the compute "
                   "precision, fp32 or bf16)");
@@ -129,8 +133,8 @@ ComputeDType resolve_compute_dtype(const GenerateFlags& f) {
   return parse_compute_dtype(f.dtype);
 }
 
-void apply_compute_flags(const GenerateFlags& f, Model& m) {
-  m.set_compute_dtype(resolve_compute_dtype(f));
+std::string describe_w8a8(const Model& m) {
+  return m.w8a8().empty() ? std::string() : " | " + m.w8a8();
 }
 
 std::string describe(const GenerateOptions& o, const ModelConfig& cfg) {

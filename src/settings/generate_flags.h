@@ -31,6 +31,7 @@ struct GenerateFlags {
   bool early_stop = false;
   uint64_t seed = 0;
   std::string dtype = "fp32";  // compute precision of the projections: fp32 | bf16
+  bool w8a8 = false;           // int8 activations on quantized projections (an approximation)
   std::string kv;              // unset: follows the compute precision (fp32, or bf16)
   std::optional<int> kv_bits, kv_bits_k, kv_bits_v;
   int kv_group = 32;
@@ -51,8 +52,11 @@ GenerateOptions resolve_generate_flags(const GenerateFlags& f, const std::string
 
 // The --dtype flag, validated.
 ComputeDType resolve_compute_dtype(const GenerateFlags& f);
-// Sets the model's compute precision from --dtype (call after Model::load).
+// Sets the model's compute precision from --dtype, and --w8a8 (call after Model::load).
 void apply_compute_flags(const GenerateFlags& f, Model& m);
+
+// " | w8a8 ...": the approximation --w8a8 chose (Model::w8a8()), or "" when off.
+std::string describe_w8a8(const Model& m);
 
 // One line describing the resolved parameters (printed on stderr at start).
 std::string describe(const GenerateOptions& o, const ModelConfig& cfg);

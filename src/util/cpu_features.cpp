@@ -43,6 +43,7 @@ CpuFeatures detect() {
     f.avx512f = bit(b, 16);
     f.avx512dq = bit(b, 17);
     f.avx512bw = bit(b, 30);
+    f.avx512vnni = f.avx512f && bit(c, 11);
     f.avx512vl = bit(b, 31);
     unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
     __cpuid_count(7, 1, a1, b1, c1, d1);

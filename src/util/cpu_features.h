@@ -15,6 +15,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512dq = false;
   bool avx512bf16 = false;
+  bool avx512vnni = false;  // vpdpbusd on 512-bit vectors
 };
 
 // The features of the CPU this process runs on (computed once, thread-safe).

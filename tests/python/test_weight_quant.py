@@ -19,6 +19,12 @@
 6. `dllmq inspect --json` reports weight bits and bytes; `dllmq eval` runs on the int8 and
    int4 models (a few synth problems); KVQuant calibration with the Fisher gradient runs on an
    int4 model and its artifact serves a generation on it.
+8. --w8a8 (int8 activations on the integer codes, docs/weight_quant.md): `dllmq logits --w8a8`
+   against a numpy forward whose projections follow the definition (per row sx = max|x| / 127,
+   xq = clip(rne(x / sx), -127, 127); per group the exact integer sum of xq * (q - z), times s
+   and sx): far closer to it than to the exact forward, on int8 sym, int4 sym/asym and a desc_act
+   checkpoint; DLLMQ_ISA=scalar (the twin) gives the same logits bit for bit; int8 asym codes and
+   float models are refused with the reason, and calibrate refuses the flag.
 7. The weights x KV grid (configs/weights_synth.json, cut down): its "quantize" step writes the
    int4 copy (replacing a half-written one, never requantizing a finished one), grid.csv gives
    each cell the weight bytes `inspect` reports and weights + KV totals, weights_report.py makes
@@ -251,6 +257,92 @@ def check_writer(res, dllmq, work, arch, label, bits, group, sym, rng):
     vocab = int(cfg.get("vocab_size"))
     logits_check(res, tag, dllmq, out, deq_dir, rng, vocab, int(cfg["mask_token_id"]))
     return out
+
+
+# ------------------------------------------------------------------ 8: int8 activations
+class W8A8Proj:
+    """`x @ p.T` is the int8-activation product of docs/weight_quant.md, from its definition:
+    per row sx = max|x| / 127 in float32 and xq = clip(rne(x / sx), -127, 127) (0 where sx = 0);
+    per group g the exact integer A_g = xq[:, cols_g] @ (q - z_g)[:, cols_g]^T; y = sum_g A_g s_g sx
+    (float64 here). Stands in for a weight matrix of tools/ref_forward.py's RefModel."""
+    __array_ufunc__ = None  # numpy defers `x @ p` to __rmatmul__
+
+    def __init__(self, q, z, s, g_idx):
+        self.q, self.z, self.s, self.g_idx = q, z, s.astype(np.float64), g_idx
+
+    @property
+    def T(self):
+        return self
+
+    def __rmatmul__(self, x):
+        x32 = np.asarray(x, dtype=F32)
+        sx = (np.abs(x32).max(axis=1) / F32(127)).astype(F32)
+        safe = np.where(sx == 0, F32(1), sx)
+        xq = np.clip(np.rint((x32 / safe[:, None]).astype(F32)), -127, 127).astype(np.int64)
+        y = np.zeros((x32.shape[0], self.q.shape[0]))
+        for g in range(self.z.shape[0]):
+            cols = self.g_idx == g
+            A = xq[:, cols] @ (self.q[:, cols] - self.z[g][:, None]).T
+            y += A * self.s[g][None, :] * sx.astype(np.float64)[:, None]
+        return y
+
+
+LAYER_ATTRS = ["wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"]
+
+
+def w8a8_ref_model(arch, qdir):
+    """RefModel of the original checkpoint (embeddings, norms and LM head are unchanged by
+    quantization) with every projection the W8A8 product of qdir's codes."""
+    cfg = json.load(open(os.path.join(qdir, "config.json")))
+    qc = cfg["quantization_config"]
+    v1 = qc.get("checkpoint_format", "gptq") == "gptq"
+    qt, _ = st.read_safetensors(os.path.join(qdir, "model.safetensors"), upcast=False)
+    m = rf.RefModel(MODELS[arch])
+    for i, L in enumerate(m.layers):
+        for attr, proj in zip(LAYER_ATTRS, PROJ[arch]):
+            base = PREFIX[arch] % i + proj
+            t = {f: qt[base + "." + f] for f in ("qweight", "qzeros", "scales", "g_idx")}
+            setattr(L, attr, W8A8Proj(*unpack_gptq(t, int(qc["bits"]), v1)))
+    return m
+
+
+def w8a8_check(res, dllmq, arch, qdir, rng, trials=6, need=3):
+    """dllmq's activations are f32 and the reference's f64: where one of the thousands of
+    activation roundings falls on the other side of a half-way point, the two forwards part by a
+    whole int8 step, which the bidirectional attention spreads over every row (measured: 1e-7
+    relative noise on the reference's activations moves its logits by up to 0.24). So each trial
+    is a short random prompt, and most trials must agree to 1e-4 x max|logit| (no such rounding
+    met), while the exact forward sits 0.2-0.4 away: a definition that differed in any projection
+    would miss in every trial."""
+    tag = "w8a8/" + os.path.basename(qdir)
+    cfg = json.load(open(os.path.join(qdir, "config.json")))
+    ref_model = w8a8_ref_model(arch, qdir)
+    agree, notes, twin_same = 0, [], True
+    for trial in range(trials):
+        ids = rng.integers(0, int(cfg["vocab_size"]), size=12)
+        ids[::4] = int(cfg["mask_token_id"])
+        arg = ["logits", "-m", qdir, "--ids", ",".join(map(str, ids)), "--json", "--w8a8"]
+        p = run([dllmq] + arg)
+        if p.returncode != 0:
+            res.check(tag, False, p.stderr.strip()[-300:])
+            return
+        got = np.array(json.loads(p.stdout[p.stdout.find("{"):])["logits"], dtype=np.float64)
+        exact = dllmq_logits(dllmq, qdir, ids)
+        ref = ref_model.forward(list(ids))
+        scale = float(np.max(np.abs(ref)))
+        err = float(np.max(np.abs(got - ref)))
+        apart = float(np.max(np.abs(exact - ref)))
+        ok = err <= REL_TOL * scale and apart > 100 * err
+        agree += ok
+        notes.append("%.2g/%.2g" % (err, apart))
+        if trial == 0:  # the scalar twin: the same bits
+            env = dict(os.environ, DLLMQ_ISA="scalar")
+            q = subprocess.run([dllmq] + arg, capture_output=True, text=True, env=env, timeout=600)
+            twin_same = q.returncode == 0 and q.stdout == p.stdout
+    res.check(tag + "/logits", agree >= need,
+              "%d of %d trials within %.0e x max|logit| of the numpy W8A8 forward (max|w8a8 - ref| / "
+              "max|exact - ref|: %s)" % (agree, trials, REL_TOL, ", ".join(notes)))
+    res.check(tag + "/scalar-twin", twin_same, "DLLMQ_ISA=scalar logits == dispatched kernel's, bit for bit")
 
 
 # ------------------------------------------------------------------ 3: numpy-written, desc_act
@@ -499,8 +591,25 @@ def main():
             expect_fail(res, "grid/error-%s" % label,
                         [dllmq, "grid", "--config", bad, "--out", os.path.join(work, "grid-bad"), "--dry-run"], want_err)
 
+    def w8a8_checks():
+        for arch, label in (("llada", "int8"), ("llada", "int4-g128"), ("dream", "int4-g64-asym")):
+            if written.get((arch, label)):
+                w8a8_check(res, dllmq, arch, written[(arch, label)], rng)
+        w8a8_check(res, dllmq, "dream", os.path.join(work, "np-dream-4-g32-asym-v1"), rng)  # desc_act
+        ids = ["--ids", "1,2,3"]
+        expect_fail(res, "w8a8/int8-asym", [dllmq, "logits", "-m", os.path.join(work, "np-dream-8-g128-asym-v2"),
+                                            "--w8a8"] + ids, "8-bit asymmetric codes")
+        expect_fail(res, "w8a8/float-model", [dllmq, "logits", "-m", MODELS["llada"], "--w8a8"] + ids,
+                    "has no integer weight codes")
+        d = written.get(("llada", "int4-g128"))
+        if d:
+            expect_fail(res, "w8a8/calibrate", [dllmq, "calibrate", "-m", d, "--task", "synth", "--data",
+                                                os.path.join(ROOT, "data", "synth", "test.jsonl"), "--limit", "1",
+                                                "--out", os.path.join(work, "x.safetensors"), "--w8a8"],
+                        "--w8a8 applies to generate")
+
     return run_all(res, [writer_checks, numpy_gptq_checks, error_checks, isa_checks, inspect_and_eval,
-                         calibrate_on_codes, grid_weights])
+                         calibrate_on_codes, w8a8_checks, grid_weights])
 
 
 if __name__ == "__main__":

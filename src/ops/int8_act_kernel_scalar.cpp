@@ -1,0 +1,43 @@
+// The portable twin of the VNNI kernel (ops/int8_act_kernel.h): the same integer sums, exact,
+// and the same epilogue, so the same bits. It also runs the product on CPUs without AVX512-VNNI.
+#include <cmath>
+
+#include "ops/int8_act_kernel.h"
+
+namespace dllmq::kern {
+
+void i8gemm_scalar(const I8Args& a) {
+  const I8Block& b = a.b;
+  const size_t panel_bytes = size_t(a.kp) * 16 * a.bits / 8;
+  for (int p = a.p0; p < a.p1; ++p) {
+    const uint8_t* w = a.codes + size_t(p) * panel_bytes;
+    for (int cc = 0; cc < kI8Cols; ++cc) {
+      const int c = p * kI8Cols + cc;
+      if (c >= a.n) break;
+      for (int r = 0; r < b.m; ++r) {
+        const uint8_t* x = b.xq + r * b.ldx;
+        float y = 0.0f;
+        for (int g = 0; g < a.n_groups; ++g) {
+          int32_t s = 0;
+          for (int pos = a.gstart[g]; pos < a.gstart[g + 1]; ++pos) {
+            int code;
+            if (a.bits == 8) {
+              code = int8_t(w[size_t(pos / 4) * 64 + cc * 4 + pos % 4]);
+            } else {
+              const uint8_t byte = w[size_t(pos / 8) * 64 + cc * 4 + pos % 4];
+              code = pos % 8 < 4 ? (byte & 15) : (byte >> 4);
+            }
+            s += int32_t(x[pos]) * code;
+          }
+          const size_t t = (size_t(p) * a.n_groups + g) * kI8Cols + cc;
+          s -= a.corr[t];
+          if (a.bits == 4) s -= a.zero[t] * b.xsum[size_t(r) * a.n_groups + g];
+          y = std::fmaf(float(s) * a.scale[t], b.sx[r], y);
+        }
+        b.y[r * b.ldy + c] = y;
+      }
+    }
+  }
+}
+
+}  // namespace dllmq::kern
