@@ -108,13 +108,19 @@ BENCHMARK(BM_LayerForward)
 
 // The same layer with its projections as int8 (per output channel) and int4 (groups of 128)
 // codes, written by `dllmq quantize`'s quantize_checkpoint from the bf16 checkpoint above: seconds
-// per layer at 1, 8 and 32 rows in fp32 compute. Rows: /tokens/format (0 bf16, 8 int8, 4 int4).
+// per layer at 1, 8 and 32 rows in fp32 compute. Rows: /tokens/format (0 bf16, 8 int8, 4 int4)/
+// a8 (1: --w8a8, int8 activations on the integer kernel, ops/int8_act_gemm.h).
 // peak_RSS_MB is the process's: run one format per process for its own figure, e.g.
-//   build/bench/forward_bench --benchmark_filter='LayerWeightFormat/.*/4$'
+//   build/bench/forward_bench --benchmark_filter='LayerWeightFormat/.*/4/0$'
 void BM_LayerWeightFormat(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0)), format = static_cast<int>(st.range(1));
-  static std::unique_ptr<dllmq::Model> models[3];
-  const int slot = format == 0 ? 0 : format == 8 ? 1 : 2;
+  const bool a8 = st.range(2) != 0;
+  if (a8 && format == 0) {
+    st.SkipWithError("--w8a8 needs integer codes");
+    return;
+  }
+  static std::unique_ptr<dllmq::Model> models[5];
+  const int slot = format == 0 ? 0 : (format == 8 ? 1 : 2) + (a8 ? 2 : 0);
   if (!models[slot]) {
     std::string dir = make_checkpoint();
     if (format != 0) {
@@ -124,10 +130,11 @@ void BM_LayerWeightFormat(benchmark::State& st) {
       dir = q;
     }
     models[slot] = dllmq::Model::load(dir);
+    if (a8) models[slot]->use_int8_activations();
   }
   dllmq::Model& m = *models[slot];
   m.set_compute_dtype(dllmq::ComputeDType::kF32);
-  st.SetLabel(dllmq::weight_format(m.weights()));
+  st.SetLabel(dllmq::weight_format(m.weights()) + (a8 ? " " + m.w8a8() : std::string()));
   std::vector<int32_t> ids(n);
   for (int i = 0; i < n; ++i) ids[i] = i % 200;
   dllmq::ForwardArgs a;
@@ -142,7 +149,7 @@ void BM_LayerWeightFormat(benchmark::State& st) {
   st.counters["peak_RSS_MB"] = double(ru.ru_maxrss) / 1024.0;
 }
 BENCHMARK(BM_LayerWeightFormat)
-    ->ArgsProduct({{1, 8, 32}, {0, 8, 4}})
+    ->ArgsProduct({{1, 8, 32}, {0, 8, 4}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
