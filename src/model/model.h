@@ -133,8 +133,8 @@ class Model {
   void set_compute_dtype(ComputeDType d) { dtype_ = d; }
   ComputeDType compute_dtype() const { return dtype_; }
 
-  // --w8a8: every projection whose integer codes allow it (8-bit symmetric, 4-bit) runs on
-  // int8 activations (ops/int8_act_gemm.h), an approximation; the others keep the exact kernels.
+  // --w8a8: every projection of integer codes runs on int8 activations (ops/int8_act_gemm.h), an
+  // approximation; one whose groups are too long for int32 sums keeps the exact kernels.
   // Fails naming the model when it has no integer codes. Returns the line `w8a8()` reports.
   const std::string& use_int8_activations();
   // "" when off; else e.g. "w8a8 avx512_vnni: 196 of 196 projections".

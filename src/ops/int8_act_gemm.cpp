@@ -85,8 +85,6 @@ bool int8_act_eligible(const PackedWeight& w, std::string* why) {
     return false;
   };
   if (w.bits != 8 && w.bits != 4) return no("not integer codes");
-  if (w.bits == 8 && !w.signed_codes)
-    return no("8-bit asymmetric codes (q - z does not fit a signed byte)");
   for (int g = 0; g < w.n_groups; ++g)
     if (w.gstart[g + 1] - w.gstart[g] > max_group(w.bits))
       return no(fmt::format("a group of {} input columns (int32 sums allow {})",
@@ -118,7 +116,10 @@ std::shared_ptr<const Int8ActWeight> pack_int8_act(const PackedWeight& w) {
   a->codes.assign(size_t(panels) * panel_bytes, 0);
   a->scale.assign(size_t(panels) * G * kC, 0.0f);
   a->corr.assign(size_t(panels) * G * kC, 0);
-  if (a->bits == 4) a->zero.assign(size_t(panels) * G * kC, 0);
+  // Zero points: 4 bits (unsigned nibbles q), and 8-bit asymmetric codes (stored as q - 128,
+  // zero point z - 128); 8-bit symmetric codes are q - z itself.
+  const bool zeros = a->bits == 4 || !w.signed_codes;
+  if (zeros) a->zero.assign(size_t(panels) * G * kC, 0);
 #pragma omp parallel for schedule(static) if (panels > 1)
   for (int p = 0; p < panels; ++p) {
     uint8_t* d = a->codes.data() + size_t(p) * panel_bytes;
@@ -134,8 +135,9 @@ std::shared_ptr<const Int8ActWeight> pack_int8_act(const PackedWeight& w) {
         for (int j = 0; j < w.gstart[g + 1] - w.gstart[g]; ++j) {
           const int d_code = code_at(w, c, w.gstart[g] + j, g, &z);
           const int pos = a->gstart[g] + j;
-          // 8 bits: the signed q - z; 4 bits: the unsigned nibble q (z applied by the epilogue)
-          const int stored = a->bits == 8 ? d_code : d_code + z;
+          // 8 bits sym: the signed q - z; 8 bits asym: q - 128 (a signed byte, z - 128 applied
+          // by the epilogue); 4 bits: the unsigned nibble q (z applied by the epilogue)
+          const int stored = a->bits == 4 ? d_code + z : zeros ? d_code + z - 128 : d_code;
           sum += stored;
           if (a->bits == 8) {
             d[size_t(pos / 4) * 64 + cc * 4 + pos % 4] = uint8_t(int8_t(stored));
@@ -145,7 +147,7 @@ std::shared_ptr<const Int8ActWeight> pack_int8_act(const PackedWeight& w) {
           }
         }
         a->corr[t] = 128 * sum;
-        if (a->bits == 4) a->zero[t] = z;
+        if (zeros) a->zero[t] = a->bits == 4 ? z : z - 128;
       }
     }
   }

@@ -12,10 +12,10 @@
 //   y[i, c] = fmaf(float(A_g) * s[g, c], sx, y[i, c]) over g in order from 0.
 // Non-finite activations give a NaN row (sx = NaN), never garbage.
 //
-// Weights eligible: 8-bit symmetric codes (q - z fits a signed byte: vpdpbusd multiplies unsigned
-// by signed bytes) and 4-bit codes, sym or asym (nibbles stay unsigned; the zero point is
-// applied through the per-group sum of the activation codes). 8-bit asymmetric codes keep the
-// widening kernels.
+// Every scheme (vpdpbusd multiplies unsigned by signed bytes): 8-bit symmetric codes are stored
+// as q - z (a signed byte); 8-bit asymmetric ones as q - 128 with the zero point z - 128, and
+// 4-bit ones as the unsigned nibble q with z, the zero point applied through the per-group sum
+// of the activation codes. Only groups too long for int32 sums are refused.
 //
 // Layout: panels of 16 output columns; the k positions are the reduction order with every group
 // padded with zero codes to a multiple of 8. 8 bits: per panel and k quad, 64 bytes, column c's 4
@@ -48,7 +48,8 @@ struct Int8ActWeight {
   std::vector<uint8_t> codes;   // [panels][kp / 4 (8 bits) or kp / 8 (4 bits)][64]
   std::vector<float> scale;     // [panels][n_groups][16]
   std::vector<int32_t> corr;    // [panels][n_groups][16]: 128 * the group's sum of codes
-  std::vector<int32_t> zero;    // [panels][n_groups][16]: 4 bits only
+  std::vector<int32_t> zero;    // [panels][n_groups][16]: the stored codes' zero points (4 bits:
+                                // z; 8-bit asym: z - 128); empty for 8-bit sym
   int panels() const { return (n + kern::kI8Cols - 1) / kern::kI8Cols; }
   // Bytes held: codes and the per-group tables.
   size_t bytes() const;

@@ -31,7 +31,7 @@ struct I8Args {
   const uint8_t* codes;   // the first panel
   const float* scale;     // [panels][n_groups][16]
   const int32_t* corr;    // [panels][n_groups][16]
-  const int32_t* zero;    // [panels][n_groups][16]; 4 bits only
+  const int32_t* zero;    // [panels][n_groups][16]; null for 8-bit symmetric codes
   const int32_t* gstart;  // [n_groups + 1], multiples of 8
   int bits, n, kp, n_groups;
   int p0, p1;
@@ -41,7 +41,8 @@ struct I8Args {
 //   A = sum over the group of u8[r, k] * code[k, c]  (int32, exact: the u8 times the stored
 //       signed byte (8 bits) or unsigned nibble (4 bits), as vpdpbusd forms it)
 //       - corr[g, c]                       (= 128 * the group's sum of codes: undoes the + 128)
-//       - zero[g, c] * xsum[r, g]          (4 bits: the zero point times the int8 codes' sum)
+//       - zero[g, c] * xsum[r, g]          (the stored zero point times the int8 codes' sum;
+//                                           none for 8-bit symmetric codes)
 //   y = fmaf(float(A) * scale[g, c], sx[r], y), over the groups in order from y = 0.
 void i8gemm_scalar(const I8Args& a);
 void i8gemm_vnni(const I8Args& a);

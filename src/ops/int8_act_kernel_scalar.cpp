@@ -31,7 +31,7 @@ void i8gemm_scalar(const I8Args& a) {
           }
           const size_t t = (size_t(p) * a.n_groups + g) * kI8Cols + cc;
           s -= a.corr[t];
-          if (a.bits == 4) s -= a.zero[t] * b.xsum[size_t(r) * a.n_groups + g];
+          if (a.zero != nullptr) s -= a.zero[t] * b.xsum[size_t(r) * a.n_groups + g];
           y = std::fmaf(float(s) * a.scale[t], b.sx[r], y);
         }
         b.y[r * b.ldy + c] = y;

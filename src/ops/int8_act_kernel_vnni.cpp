@@ -82,13 +82,13 @@ void tile(const I8Args& a, int r0, int p, __mmask16 last_mask) {
       const size_t t = (size_t(p + j) * a.n_groups + g) * kI8Cols;
       const __m512i corr = _mm512_loadu_si512(a.corr + t);
       const __m512 s = _mm512_loadu_ps(a.scale + t);
-      __m512i z = _mm512_setzero_si512();
-      if constexpr (BITS == 4) z = _mm512_loadu_si512(a.zero + t);
+      const bool hz = a.zero != nullptr;
+      const __m512i z = hz ? _mm512_loadu_si512(a.zero + t) : _mm512_setzero_si512();
       const __mmask16 m = j == P - 1 ? last_mask : __mmask16(0xffff);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         __m512i A = _mm512_sub_epi32(acc[r][j], corr);
-        if constexpr (BITS == 4)
+        if (hz)
           A = _mm512_sub_epi32(
               A, _mm512_mullo_epi32(z, _mm512_set1_epi32(b.xsum[size_t(r0 + r) * a.n_groups + g])));
         const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(A), s);

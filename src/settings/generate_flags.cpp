@@ -54,7 +54,7 @@ void add_generate_flags(CLI::App* cmd, GenerateFlags& f) {
   cmd->add_flag("--w8a8", f.w8a8,
                 "weight-quantized models: activations rounded per row to int8 and multiplied by "
                 "the int8/int4 weight codes on the integer dot product (AVX512-VNNI; a scalar "
-                "twin elsewhere), an approximation; 8-bit asymmetric codes stay exact");
+                "twin elsewhere), an approximation");
   cmd->add_option("--kv", f.kv,
                   "KV store: fp32 | fp16 | bf16 | kivi | kvquant | dllm-kvq (default: the compute "
                   "precision, fp32 or bf16)");

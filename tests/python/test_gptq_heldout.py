@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
 import ref_forward as rf  # noqa: E402
 from results import Results, run_all  # noqa: E402
-from test_weight_quant import dllmq_logits, expect_fail, run, unpack_gptq, write_raw  # noqa: E402
+from test_weight_quant import corrupt_copy, dllmq_logits, expect_fail, run, unpack_gptq  # noqa: E402
 
 REL_TOL = 1e-4
 # name: (bits, group_size, desc_act), as tools/gptq_heldout_quantize.py writes them
@@ -135,19 +135,7 @@ def main():
         ids = ["--ids", "1,2,3"]
 
         def variant(label, edit_cfg=None, edit_tensors=None):
-            d = os.path.join(work, "bad-" + label)
-            shutil.rmtree(d, ignore_errors=True)
-            shutil.copytree(src, d)
-            if edit_cfg:
-                c = json.load(open(os.path.join(d, "config.json")))
-                edit_cfg(c)
-                json.dump(c, open(os.path.join(d, "config.json"), "w"))
-            if edit_tensors:
-                t, _ = st.read_safetensors(os.path.join(d, "model.safetensors"), upcast=False)
-                t = dict(t)
-                edit_tensors(t)
-                write_raw(os.path.join(d, "model.safetensors"), t)
-            return d
+            return corrupt_copy(src, os.path.join(work, "bad-" + label), edit_cfg, edit_tensors)
 
         b = CORRUPT_PROJ
         d = variant("bits3", edit_cfg=lambda c: c["quantization_config"].update(bits=3))

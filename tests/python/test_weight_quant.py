@@ -22,9 +22,9 @@
 8. --w8a8 (int8 activations on the integer codes, docs/weight_quant.md): `dllmq logits --w8a8`
    against a numpy forward whose projections follow the definition (per row sx = max|x| / 127,
    xq = clip(rne(x / sx), -127, 127); per group the exact integer sum of xq * (q - z), times s
-   and sx): far closer to it than to the exact forward, on int8 sym, int4 sym/asym and a desc_act
-   checkpoint; DLLMQ_ISA=scalar (the twin) gives the same logits bit for bit; int8 asym codes and
-   float models are refused with the reason, and calibrate refuses the flag.
+   and sx): far closer to it than to the exact forward, on int8 sym/asym, int4 sym/asym and
+   desc_act checkpoints; DLLMQ_ISA=scalar (the twin) gives the same logits bit for bit; float
+   models are refused with the reason, and calibrate refuses the flag.
 7. The weights x KV grid (configs/weights_synth.json, cut down): its "quantize" step writes the
    int4 copy (replacing a half-written one, never requantizing a finished one), grid.csv gives
    each cell the weight bytes `inspect` reports and weights + KV totals, weights_report.py makes
@@ -385,6 +385,23 @@ def write_numpy_gptq(work, name, arch, bits, group, sym, v1, rng):
     return d, deq, cfg
 
 
+def corrupt_copy(src, d, edit_cfg=None, edit_tensors=None):
+    """A copy of checkpoint directory `src` at `d` with config.json and/or the tensors edited
+    (edit_cfg(dict), edit_tensors(dict of arrays), in place)."""
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(src, d)
+    if edit_cfg:
+        c = json.load(open(os.path.join(d, "config.json")))
+        edit_cfg(c)
+        json.dump(c, open(os.path.join(d, "config.json"), "w"))
+    if edit_tensors:
+        t, _ = st.read_safetensors(os.path.join(d, "model.safetensors"), upcast=False)
+        t = dict(t)
+        edit_tensors(t)
+        write_raw(os.path.join(d, "model.safetensors"), t)
+    return d
+
+
 def expect_fail(res, label, cmd, want):
     p = run(cmd)
     ok = p.returncode != 0 and want in p.stderr and "Segmentation" not in p.stderr
@@ -420,19 +437,7 @@ def main():
         ids = ["--ids", "1,2,3"]
 
         def variant(name, edit_cfg=None, edit_tensors=None):
-            d = os.path.join(work, "bad-" + name)
-            shutil.rmtree(d, ignore_errors=True)
-            shutil.copytree(src, d)
-            if edit_cfg:
-                c = json.load(open(os.path.join(d, "config.json")))
-                edit_cfg(c)
-                json.dump(c, open(os.path.join(d, "config.json"), "w"))
-            if edit_tensors:
-                t, _ = st.read_safetensors(os.path.join(d, "model.safetensors"), upcast=False)
-                t = dict(t)
-                edit_tensors(t)
-                write_raw(os.path.join(d, "model.safetensors"), t)
-            return d
+            return corrupt_copy(src, os.path.join(work, "bad-" + name), edit_cfg, edit_tensors)
 
         b = "model.transformer.blocks.1.ff_out"
         d = variant("bits3", edit_cfg=lambda c: c["quantization_config"].update(bits=3))
@@ -596,9 +601,8 @@ def main():
             if written.get((arch, label)):
                 w8a8_check(res, dllmq, arch, written[(arch, label)], rng)
         w8a8_check(res, dllmq, "dream", os.path.join(work, "np-dream-4-g32-asym-v1"), rng)  # desc_act
+        w8a8_check(res, dllmq, "dream", os.path.join(work, "np-dream-8-g128-asym-v2"), rng)  # int8 asym
         ids = ["--ids", "1,2,3"]
-        expect_fail(res, "w8a8/int8-asym", [dllmq, "logits", "-m", os.path.join(work, "np-dream-8-g128-asym-v2"),
-                                            "--w8a8"] + ids, "8-bit asymmetric codes")
         expect_fail(res, "w8a8/float-model", [dllmq, "logits", "-m", MODELS["llada"], "--w8a8"] + ids,
                     "has no integer weight codes")
         d = written.get(("llada", "int4-g128"))
