@@ -440,11 +440,22 @@ def check_log_and_metrics(R, dllmq):
         streamed = [l for l in lines if l.get("status") == 200 and l.get("request_id") != rid]
         R.check("log/streamed request logged with its NFE",
                 len(streamed) == 1 and streamed[0].get("nfe", 0) >= 1, "%s" % streamed)
-        m = s.metrics()
+        # A streamed request's latency is observed when its stream is released, which may come
+        # after its log line: poll /metrics rather than read it once.
+        m = {}
+
+        def histograms_filled():
+            m.clear()
+            m.update(s.metrics())
+            return (m.get("dllmq_request_duration_seconds_count", 0) >= 2 and
+                    m.get("dllmq_queue_wait_seconds_count", 0) >= 2)
+        wait_until(histograms_filled, 10)
         R.check("metrics/latency and queue-wait histograms",
                 m.get("dllmq_request_duration_seconds_count", 0) >= 2 and
                 m.get("dllmq_queue_wait_seconds_count", 0) >= 2 and
-                any(k.startswith("dllmq_queue_wait_seconds_bucket") for k in m))
+                any(k.startswith("dllmq_queue_wait_seconds_bucket") for k in m),
+                "request count %s, queue-wait count %s" % (m.get("dllmq_request_duration_seconds_count"),
+                                                           m.get("dllmq_queue_wait_seconds_count")))
 
 
 def main():
