@@ -51,10 +51,27 @@ struct QuantRows {
   std::vector<int32_t> xsum;
 };
 
-void quantize_rows(const Int8ActWeight& w, const kern::Block& b, QuantRows& out) {
+void quantize_rows(const Int8ActWeight& w, const kern::Block& b, bool scalar, QuantRows& out) {
   out.xq.assign(size_t(b.m) * w.kp, 128);
   out.sx.resize(b.m);
   out.xsum.assign(size_t(b.m) * w.n_groups, 0);
+  if (w.identity) {
+    // Packed position p is input column p: each row straight into place, vectorized where the
+    // CPU allows (same bytes either way); the group sums only where a zero point needs them.
+    const bool vec = !scalar && int8_act_vnni();
+    for (int i = 0; i < b.m; ++i) {
+      uint8_t* d = out.xq.data() + size_t(i) * w.kp;
+      out.sx[i] = vec ? kern::quantize_row_u8_avx512(b.x + i * b.ldx, w.k, d)
+                      : kern::quantize_row_u8_scalar(b.x + i * b.ldx, w.k, d);
+      if (w.zero.empty()) continue;
+      for (int g = 0; g < w.n_groups; ++g) {
+        int32_t sum = 0;
+        for (int p = w.gstart[g]; p < w.gstart[g + 1]; ++p) sum += int32_t(d[p]) - 128;
+        out.xsum[size_t(i) * w.n_groups + g] = sum;
+      }
+    }
+    return;
+  }
   std::vector<int8_t> row(w.k);
   for (int i = 0; i < b.m; ++i) {
     out.sx[i] = quantize_act_row(b.x + i * b.ldx, w.k, row.data());
@@ -111,6 +128,8 @@ std::shared_ptr<const Int8ActWeight> pack_int8_act(const PackedWeight& w) {
       const int kp = w.gstart[g] + j;
       a->src[a->gstart[g] + j] = w.order.empty() ? kp : w.order[kp];
     }
+  a->identity = true;
+  for (int p = 0; p < a->kp; ++p) a->identity = a->identity && a->src[p] == (p < w.k ? p : -1);
   const int panels = a->panels(), kp = a->kp;
   const size_t panel_bytes = size_t(kp) * 16 * a->bits / 8;  // 64 bytes per quad or octet
   a->codes.assign(size_t(panels) * panel_bytes, 0);
@@ -190,7 +209,7 @@ void int8_act_gemm(const Int8ActWeight& w, std::span<const kern::Block> blocks, 
   thread_local QuantRows qr;
   for (const kern::Block& b : blocks) {
     if (b.m <= 0) continue;
-    quantize_rows(w, b, qr);
+    quantize_rows(w, b, scalar, qr);
     const kern::I8Args a{{qr.xq.data(), w.kp, qr.sx.data(), qr.xsum.data(), b.m, b.y, b.ldy},
                          w.codes.data(),
                          w.scale.data(),

@@ -45,6 +45,7 @@ struct Int8ActWeight {
   int kp = 0;                   // packed positions: the groups, each padded to a multiple of 8
   std::vector<int32_t> gstart;  // [n_groups + 1] group starts in packed positions
   std::vector<int32_t> src;     // [kp] input column of each packed position, -1 for padding
+  bool identity = false;        // src is 0, 1, ..., k - 1 then padding (no desc_act, whole octets)
   std::vector<uint8_t> codes;   // [panels][kp / 4 (8 bits) or kp / 8 (4 bits)][64]
   std::vector<float> scale;     // [panels][n_groups][16]
   std::vector<int32_t> corr;    // [panels][n_groups][16]: 128 * the group's sum of codes
@@ -67,7 +68,8 @@ bool int8_act_vnni();
 const char* int8_act_kernel_name();
 
 // y = x W^T for each block (x f32 [m, k], y [m, n]), columns of panels [p0, p1) only (p1 = -1:
-// all), on the calling thread. `scalar`: the twin on the same packed data.
+// all), on the calling thread. `scalar`: the twins (kernel and activation quantizer) on the same
+// packed data.
 void int8_act_gemm(const Int8ActWeight& w, std::span<const kern::Block> blocks, int p0 = 0,
                    int p1 = -1, bool scalar = false);
 

@@ -47,4 +47,10 @@ struct I8Args {
 void i8gemm_scalar(const I8Args& a);
 void i8gemm_vnni(const I8Args& a);
 
+// One activation row quantized as the definition says (int8_act_gemm.h): returns sx and writes
+// u8[k] = xq[k] + 128; a non-finite row gives NaN and codes 0 (u8 128). The AVX-512 version (the
+// same divisions, roundings and clamps, lane by lane) gives the same bytes.
+float quantize_row_u8_scalar(const float* x, int k, uint8_t* u8);
+float quantize_row_u8_avx512(const float* x, int k, uint8_t* u8);
+
 }  // namespace dllmq::kern

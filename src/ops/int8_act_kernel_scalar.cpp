@@ -6,6 +6,23 @@
 
 namespace dllmq::kern {
 
+float quantize_row_u8_scalar(const float* x, int k, uint8_t* u8) {
+  float a = 0.0f;
+  bool finite = true;
+  for (int i = 0; i < k; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    a = std::fmax(a, std::fabs(x[i]));
+  }
+  if (!finite || a == 0.0f) {
+    for (int i = 0; i < k; ++i) u8[i] = 128;
+    return finite ? 0.0f : std::nanf("");
+  }
+  const float sx = a / 127.0f;
+  for (int i = 0; i < k; ++i)
+    u8[i] = uint8_t(int(std::fmin(std::fmax(std::nearbyint(x[i] / sx), -127.0f), 127.0f)) + 128);
+  return sx;
+}
+
 void i8gemm_scalar(const I8Args& a) {
   const I8Block& b = a.b;
   const size_t panel_bytes = size_t(a.kp) * 16 * a.bits / 8;

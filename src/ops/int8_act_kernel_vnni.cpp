@@ -140,6 +140,39 @@ void run(const I8Args& a) {
 
 }  // namespace
 
+float quantize_row_u8_avx512(const float* x, int k, uint8_t* u8) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  __m512 amax = zero;
+  __mmask16 bad = 0;
+  for (int i = 0; i < k; i += 16) {
+    const __mmask16 m = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    // x * 0 is NaN exactly where x is NaN or infinite
+    bad |= _mm512_mask_cmp_ps_mask(m, _mm512_mul_ps(v, zero), zero, _CMP_NEQ_UQ);
+    amax = _mm512_max_ps(amax,
+                         _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), abs_mask)));
+  }
+  const float a = _mm512_reduce_max_ps(amax);
+  if (bad != 0 || a == 0.0f) {
+    for (int i = 0; i < k; ++i) u8[i] = 128;
+    return bad != 0 ? __builtin_nanf("") : 0.0f;
+  }
+  const float sx = a / 127.0f;
+  const __m512 sv = _mm512_set1_ps(sx), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  const __m512i off = _mm512_set1_epi32(128);
+  for (int i = 0; i < k; i += 16) {
+    const __mmask16 m = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    __m512 q =
+        _mm512_roundscale_ps(_mm512_div_ps(v, sv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_min_ps(_mm512_max_ps(q, lo), hi);
+    const __m512i c = _mm512_add_epi32(_mm512_cvtps_epi32(q), off);
+    _mm_mask_storeu_epi8(u8 + i, m, _mm512_cvtepi32_epi8(c));
+  }
+  return sx;
+}
+
 void i8gemm_vnni(const I8Args& a) {
   if (a.bits == 8)
     run<8>(a);
