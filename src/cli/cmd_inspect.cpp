@@ -9,6 +9,7 @@
 #include "cli/openmp_policy.h"
 #include "model/model.h"
 #include "ops/gemm.h"
+#include "ops/int8_act_gemm.h"
 
 namespace dllmq::cli {
 
@@ -58,6 +59,7 @@ void register_inspect(CLI::App& app) {
     j["proj_kernels"] = std::string("packed ") + g.proj_isa;
     j["bf16_native"] = g.bf16_native;
     j["bf16_why"] = g.bf16_why;
+    j["w8a8_kernel"] = int8_act_kernel_name();  // what --w8a8 would run (docs/weight_quant.md)
     j["threads"] = gemm_threads();
     j["openmp_wait"] = openmp_wait_description();
     if (c.moe.enabled()) {
@@ -119,6 +121,9 @@ void register_inspect(CLI::App& app) {
                g.generic ? ": GENERIC, slow" : "");
     fmt::print("               {}\n", g.why);
     fmt::print("bf16 products  {}\n", g.bf16_why);
+    fmt::print("--w8a8         int8 activations on {}{}\n", int8_act_kernel_name(),
+               int8_act_vnni() ? " (vpdpbusd; an approximation, weight-quantized models only)"
+                               : " twin: no AVX512-VNNI usable here, so slow");
     fmt::print("threads        {} (OpenMP wait: {})\n", gemm_threads(), openmp_wait_description());
   });
 }
