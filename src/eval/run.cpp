@@ -182,11 +182,21 @@ nlohmann::json run_eval(const Task& task, const GenerateFn& gen, const RunOption
           "{}: run directory already has samples; pass --resume to continue it or choose a new "
           "--out",
           opt.out_dir);
-    if (opt.resume && !old.is_discarded())
+    if (opt.resume && !old.is_discarded()) {
       for (const auto& [k, v] : config.items())
         if (k != "limit" && old.contains(k) && old[k] != v)
           fail("{}: --resume with a different '{}' ({} before, {} now)", config_path.string(), k,
                json_text(old[k]), json_text(v));
+      // Written only when not the default (an exact fp32 run has neither): absent on one side
+      // means the default, so an approximate run never continues an exact one, or back.
+      for (const char* k : {"dtype", "w8a8"}) {
+        const nlohmann::json before = old.contains(k) ? old[k] : nlohmann::json("default");
+        const nlohmann::json now = config.contains(k) ? config[k] : nlohmann::json("default");
+        if (before != now)
+          fail("{}: --resume with a different '{}' ({} before, {} now)", config_path.string(), k,
+               json_text(before), json_text(now));
+      }
+    }
   }
   write_text(config_path, json_text(config, 2) + "\n");
 

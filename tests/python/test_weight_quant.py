@@ -24,7 +24,8 @@
    xq = clip(rne(x / sx), -127, 127); per group the exact integer sum of xq * (q - z), times s
    and sx): far closer to it than to the exact forward, on int8 sym/asym, int4 sym/asym and
    desc_act checkpoints; DLLMQ_ISA=scalar (the twin) gives the same logits bit for bit; float
-   models are refused with the reason, and calibrate refuses the flag.
+   models are refused with the reason, calibrate refuses the flag, and an exact eval refuses to
+   resume a --w8a8 one.
 7. The weights x KV grid (configs/weights_synth.json, cut down): its "quantize" step writes the
    int4 copy (replacing a half-written one, never requantizing a finished one), grid.csv gives
    each cell the weight bytes `inspect` reports and weights + KV totals, weights_report.py makes
@@ -607,6 +608,16 @@ def main():
                     "has no integer weight codes")
         d = written.get(("llada", "int4-g128"))
         if d:
+            # an approximate eval never continues an exact one, or back
+            out = os.path.join(work, "eval-w8a8")
+            shutil.rmtree(out, ignore_errors=True)
+            ev = [dllmq, "eval", "--task", "synth", "-m", d, "--out", out, "--limit", "2", "--json",
+                  "--gen-length", "48", "--block-length", "16", "--cache", "dual", "--threshold", "0.9"]
+            p = run(ev + ["--w8a8"])
+            j = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {}
+            res.check("w8a8/eval", j.get("n") == 2 and j.get("w8a8", "").startswith("w8a8 "),
+                      p.stderr.strip()[-200:] if p.returncode else "summary w8a8: %s" % j.get("w8a8"))
+            expect_fail(res, "w8a8/eval-resume-exact", ev + ["--resume"], "--resume with a different 'w8a8'")
             expect_fail(res, "w8a8/calibrate", [dllmq, "calibrate", "-m", d, "--task", "synth", "--data",
                                                 os.path.join(ROOT, "data", "synth", "test.jsonl"), "--limit", "1",
                                                 "--out", os.path.join(work, "x.safetensors"), "--w8a8"],
