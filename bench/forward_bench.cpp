@@ -110,8 +110,22 @@ BENCHMARK(BM_LayerForward)
 // codes, written by `dllmq quantize`'s quantize_checkpoint from the bf16 checkpoint above: seconds
 // per layer at 1, 8 and 32 rows in fp32 compute. Rows: /tokens/format (0 bf16, 8 int8, 4 int4)/
 // a8 (1: --w8a8, int8 activations on the integer kernel, ops/int8_act_gemm.h).
-// peak_RSS_MB is the process's: run one format per process for its own figure, e.g.
-//   build/bench/forward_bench --benchmark_filter='LayerWeightFormat/.*/4/0$'
+// peak_RSS_MB: since the model's load began (the checkpoint writing and quantizing before it left
+// out); run one format per process for its own figure, e.g.
+//   build/bench/forward_bench --benchmark_filter='LayerWeightFormat/.*/4/0/'
+// Peak resident memory since the last reset_peak_rss(), in MB (VmHWM of /proc/self/status; the
+// reset writes 5 to /proc/self/clear_refs, Linux >= 4.0), so that a model's figure leaves out the
+// bf16 checkpoint writing and quantizing that came before it in this process.
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  return 0.0;
+}
+
 void BM_LayerWeightFormat(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0)), format = static_cast<int>(st.range(1));
   const bool a8 = st.range(2) != 0;
@@ -129,6 +143,7 @@ void BM_LayerWeightFormat(benchmark::State& st) {
       dllmq::quantize_checkpoint(dir, q, s);
       dir = q;
     }
+    reset_peak_rss();  // the model's own figure: loading, packing and the forwards
     models[slot] = dllmq::Model::load(dir);
     if (a8) models[slot]->use_int8_activations();
   }
@@ -144,9 +159,7 @@ void BM_LayerWeightFormat(benchmark::State& st) {
   st.counters["GFLOP/s"] = benchmark::Counter(m.forward_flops(n, n, 0) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
   st.counters["weight_MB"] = double(m.checkpoint().total_bytes()) / 1e6;
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  st.counters["peak_RSS_MB"] = double(ru.ru_maxrss) / 1024.0;
+  st.counters["peak_RSS_MB"] = peak_rss_mb();
 }
 BENCHMARK(BM_LayerWeightFormat)
     ->ArgsProduct({{1, 8, 32}, {0, 8, 4}, {0, 1}})

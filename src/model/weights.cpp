@@ -9,6 +9,7 @@
 #include "model/moe.h"
 #include "model/projections.h"
 #include "util/error.h"
+#include "util/mmap_file.h"
 #include "wquant/gptq_tensors.h"
 
 namespace dllmq {
@@ -90,8 +91,23 @@ Linear TensorBinder::lin(const std::string& base, int out, int in, bool bias) {
           "{}: tensor '{}.qweight' is GPTQ-quantized but config.json has no "
           "quantization_config (nor is there a quantize_config.json)",
           c_.dir(), base);
-    l.quant = std::make_shared<const QuantMatrix>(decode_gptq(c_, base, out, in, qc_));
-    for (const std::string& n : gptq_tensor_names(base)) used_.insert(n);
+    // Decoded when packed (Model::pack_weights, one projection at a time), not here: the unpacked
+    // codes take a byte per weight, so decoding every projection first would hold the whole
+    // model's codes at once (about 2x an int8 and 4x an int4 checkpoint). Once decoded, the
+    // GPTQ tensors' mapped pages are dropped: the packed copy is the one that stays.
+    const Checkpoint& ckpt = c_;
+    const WeightQuantConfig qc = qc_;
+    l.decode = [&ckpt, base, out, in, qc] {
+      QuantMatrix m = decode_gptq(ckpt, base, out, in, qc);
+      for (const std::string& n : gptq_tensor_names(base))
+        if (const TensorView* t = ckpt.find(n)) release_mapped_pages(t->data, t->nbytes);
+      return m;
+    };
+    l.quant_bits = qc_.scheme.bits;
+    for (const std::string& n : gptq_tensor_names(base)) {
+      used_.insert(n);
+      if (const TensorView* t = c_.find(n)) l.quant_bytes += t->nbytes;
+    }
     n_params_ += size_t(out) * in;
     // AutoGPTQ gives every quantized projection a bias (all zero where the model has none) and
     // saves it; its own forward adds it, so the projection does too (test_gptq_heldout.py).
@@ -160,8 +176,8 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg,
   }
   b.check_unexpected();
   for_each_projection(w, [&w](const Linear& l) {
-    if (l.quant)
-      w.proj_bytes += quant_matrix_bytes(*l.quant);
+    if (l.decode)
+      w.proj_bytes += l.quant_bytes;
     else if (l.w)
       w.proj_bytes += l.w->nbytes;
     w.proj_bits = std::max(w.proj_bits, l.weight_bits());

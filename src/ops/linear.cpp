@@ -47,9 +47,11 @@ bool native_bf16(const Linear& l, ComputeDType dt) {
 
 void pack_linear(Linear& l) {
   if (l.packed != nullptr || l.a8 != nullptr) return;
+  if (l.quant == nullptr && l.decode) l.quant = std::make_shared<const QuantMatrix>(l.decode());
   if (l.quant != nullptr) {
     l.packed = pack_quant_weight(*l.quant, dispatch_isa());
     l.quant.reset();
+    l.decode = nullptr;
   } else {
     l.packed = pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
   }
@@ -57,6 +59,7 @@ void pack_linear(Linear& l) {
 
 int Linear::weight_bits() const {
   if (quant != nullptr) return quant->bits;
+  if (decode) return quant_bits;
   if (a8 != nullptr) return a8->bits;
   if (packed != nullptr && packed->bits != 0) return packed->bits;
   return w == nullptr ? 0 : int(dtype_size(w->dtype) * 8);
@@ -130,8 +133,9 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   std::shared_ptr<const PackedWeight> owned;
   const PackedWeight* pw = l.packed.get();
   if (pw == nullptr) {
-    owned = l.quant ? pack_quant_weight(*l.quant, dispatch_isa())
-                    : pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
+    owned = l.quant    ? pack_quant_weight(*l.quant, dispatch_isa())
+            : l.decode ? pack_quant_weight(l.decode(), dispatch_isa())
+                       : pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
     pw = owned.get();
   }
   // Codes whose reduction order is not ascending k (desc_act): the activations gathered into
@@ -251,9 +255,13 @@ void linear_ref(const float* x, int n, const Linear& l, float* y, ComputeDType d
   std::vector<float> wrow(l.in), b(l.out, 0.0f), xr(x, x + size_t(n) * l.in);
   if (bf16) round_to_bf16(xr.data(), xr.data(), xr.size());
   if (l.b) to_f32(l.b->dtype, l.b->data, b.data(), l.out);
+  const std::shared_ptr<const QuantMatrix> q = l.quant ? l.quant
+                                               : l.decode
+                                                   ? std::make_shared<const QuantMatrix>(l.decode())
+                                                   : nullptr;
   for (int o = 0; o < l.out; ++o) {
-    if (l.quant)
-      for (int k = 0; k < l.in; ++k) wrow[k] = l.quant->dequant(o, k);
+    if (q)
+      for (int k = 0; k < l.in; ++k) wrow[k] = q->dequant(o, k);
     else
       tensor_row_f32(*l.w, o, l.in, wrow.data());
     if (bf16) round_to_bf16(wrow.data(), wrow.data(), wrow.size());

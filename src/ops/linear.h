@@ -6,6 +6,7 @@
 // multiplied by it instead (ops/gemm.h, bf16_native).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,13 +36,18 @@ struct Linear {
   // `w` packed for the micro-kernels (pack_linear); null: each product packs it anew (tests,
   // one-off products), same bits, slower.
   std::shared_ptr<const PackedWeight> packed = nullptr;
-  // Integer codes of a quantized checkpoint (wquant/), in place of `w`; pack_linear packs them
-  // into `packed` and drops them.
+  // Integer codes of a quantized checkpoint (wquant/), in place of `w`: `quant` itself, or
+  // `decode`, which makes them when pack_linear needs them (a checkpoint's projections are
+  // decoded one at a time: model/weights.cpp); pack_linear packs them into `packed` and drops
+  // both. quant_bits / quant_bytes: the codes' bits and stored bytes (for `decode`).
   std::shared_ptr<const QuantMatrix> quant = nullptr;
+  std::function<QuantMatrix()> decode;
+  int quant_bits = 0;
+  size_t quant_bytes = 0;
   // --w8a8: the codes repacked for int8 activations (ops/int8_act_gemm.h), in place of `packed`.
   std::shared_ptr<const Int8ActWeight> a8 = nullptr;
   bool empty() const {
-    return w == nullptr && quant == nullptr && packed == nullptr && a8 == nullptr;
+    return w == nullptr && quant == nullptr && !decode && packed == nullptr && a8 == nullptr;
   }
   // Bits per weight: 8 or 4 for codes, else the stored dtype's.
   int weight_bits() const;
