@@ -183,23 +183,11 @@ const char* int8_act_kernel_name() {
 }
 
 float quantize_act_row(const float* x, int k, int8_t* xq) {
-  float a = 0.0f;
-  bool finite = true;
-  for (int kk = 0; kk < k; ++kk) {
-    finite = finite && std::isfinite(x[kk]);
-    a = std::max(a, std::fabs(x[kk]));
-  }
-  if (!finite) {
-    std::fill(xq, xq + k, int8_t(0));
-    return std::numeric_limits<float>::quiet_NaN();
-  }
-  if (a == 0.0f) {
-    std::fill(xq, xq + k, int8_t(0));
-    return 0.0f;
-  }
-  const float sx = a / 127.0f;
-  for (int kk = 0; kk < k; ++kk)
-    xq[kk] = int8_t(std::clamp(std::nearbyint(x[kk] / sx), -127.0f, 127.0f));
+  // The portable quantizer (kern::quantize_row_u8_scalar) writes the codes + 128.
+  thread_local std::vector<uint8_t> u8;
+  u8.resize(size_t(std::max(k, 0)));
+  const float sx = kern::quantize_row_u8_scalar(x, k, u8.data());
+  for (int kk = 0; kk < k; ++kk) xq[kk] = int8_t(int(u8[kk]) - 128);
   return sx;
 }
 

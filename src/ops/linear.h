@@ -41,7 +41,7 @@ struct Linear {
   // decoded one at a time: model/weights.cpp); pack_linear packs them into `packed` and drops
   // both. quant_bits / quant_bytes: the codes' bits and stored bytes (for `decode`).
   std::shared_ptr<const QuantMatrix> quant = nullptr;
-  std::function<QuantMatrix()> decode;
+  std::function<QuantMatrix()> decode = nullptr;
   int quant_bits = 0;
   size_t quant_bytes = 0;
   // --w8a8: the codes repacked for int8 activations (ops/int8_act_gemm.h), in place of `packed`.
