@@ -27,6 +27,10 @@ $T --steps 800 "$@"
 # independent t per sample, so every forward carries ~7 in-context questions to answer.
 # It starts from step 800's weights: this session's run read them from the step-800 export
 # (bf16-rounded), which is what survived; the line below reads the fp32 checkpoint.
+# Segment 3 ran to step 2000 (2026-12-04; loss 0.124, 90% exact match on 20 k-shot validation
+# problems at step 2000: training/logs/kshot/curve_ms0.csv) and its checkpoint and final export
+# were lost with the machine; models/dllmq-synth-kshot (untracked) is still the step-800 export
+# (47.5% on the first 40 k-shot test problems, dual cache, tau 0.9). Rerun this segment.
 test -f training/checkpoints/kshot/seed0_800.pt || cp training/checkpoints/kshot/seed0.pt training/checkpoints/kshot/seed0_800.pt
 $T --steps 2000 --mask-shots --name ms0 --init-from "${KSHOT_INIT:-training/checkpoints/kshot/seed0_800.pt}" "$@"
 /usr/bin/python3 training/export.py --ckpt training/checkpoints/kshot/ms0.pt --out models/dllmq-synth-kshot
