@@ -29,7 +29,8 @@
 7. The weights x KV grid (configs/weights_synth.json, cut down): its "quantize" step writes the
    int4 copy (replacing a half-written one, never requantizing a finished one), grid.csv gives
    each cell the weight bytes `inspect` reports and weights + KV totals, weights_report.py makes
-   its table and plot, and bad "quantize" entries fail naming the entry and key.
+   its table and plot (and, with --w8a8-runs, the --w8a8 table), and bad "quantize" entries fail
+   naming the entry and key.
 """
 import argparse
 import json
@@ -579,12 +580,24 @@ def main():
         p = run([dllmq, "grid", "--config", path, "--out", gout])
         res.check("grid/no-requantize", p.returncode == 0 and "exists, not requantized" in p.stderr,
                   p.stderr.strip()[-200:])
+        # a --w8a8 run of the int4 model's fp16 cell, with the cell's flags, for the second table
+        w8 = os.path.join(work, "grid-w8a8")
+        shutil.rmtree(w8, ignore_errors=True)
+        os.makedirs(w8)
+        p = run([dllmq, "eval", "--task", "synth", "--data", os.path.join(ROOT, "data", "synth", "test.jsonl"),
+                 "--limit", "3", "--out", os.path.join(w8, "synth-llada-int4-dual-fp16"), "--gen-length", "48",
+                 "--block-length", "16", "--threshold", "0.9", "--cache", "dual", "--kv", "fp16", "--model", qdir,
+                 "--threads", "1", "--w8a8"])
+        res.check("grid/w8a8-eval", p.returncode == 0, p.stderr.strip()[-200:])
         p = run([sys.executable, os.path.join(ROOT, "tools", "grid", "weights_report.py"), "--run", gout,
-                 "--png", os.path.join(work, "weights.png")])
+                 "--png", os.path.join(work, "weights.png"), "--w8a8-runs", w8])
         lines = [x for x in p.stdout.splitlines() if x.startswith("| synth-llada | dual |")]
         res.check("grid/weights-report", p.returncode == 0 and len(lines) == 2
                   and all(x.count("(") == 1 for x in lines) and os.path.exists(os.path.join(work, "weights.png")),
                   p.stdout.strip()[-300:] + p.stderr.strip()[-200:])
+        w8_lines = [x for x in p.stdout.splitlines() if x.startswith("| synth-llada | int4-g128 | dual | fp16 |")]
+        res.check("grid/weights-report-w8a8", len(w8_lines) == 1 and w8_lines[0].count("(") == 1,
+                  p.stdout.strip()[-300:])
         for label, edit, want_err in (
                 ("int3", lambda q: q.update(weights="int3"), "quantize[0].weights: 'int3' is not a weight format"),
                 ("unknown-key", lambda q: q.update(bitz=4), "unknown key 'bitz' in quantize[0]"),

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The weights x KV table and plot of a finished configs/weights_synth.json grid.
 
-    weights_report.py [--run runs/weights-synth] [--png docs/img/weights_synth.png] > table.md
+    weights_report.py [--run runs/weights-synth] [--png docs/img/weights_synth.png]
+                      [--w8a8-runs runs/weights-synth-w8a8] > table.md
 
 Reads the grid's grid.json (each cell's summary: accuracy, mean KV bytes, and the checkpoint's
 weight_bytes that `dllmq eval` records) and each cell's samples.jsonl (per-problem correctness),
@@ -11,7 +12,10 @@ and writes:
   on the same problems (two-sided binomial test on the discordant pairs), and the total bytes
   (weights + KV) of each;
 - one figure (a panel per model x cache mode) of accuracy against total bytes: colour = KV store,
-  marker = weight format.
+  marker = weight format;
+- with --w8a8-runs DIR, a second table: `dllmq eval --w8a8` runs in DIR named
+  MODEL-FORMAT-CACHE-KV (e.g. synth-llada-int8-dual-fp16) against the grid's exact cell with the
+  same weights, cache and KV store (difference and McNemar p on the same problems).
 Run with Debian's /usr/bin/python3 (python3-matplotlib).
 """
 import argparse
@@ -57,10 +61,43 @@ def cells_of(run):
     return out
 
 
+def read_run(d):
+    """Accuracy and per-problem correctness of one `dllmq eval` run directory."""
+    s = json.load(open(os.path.join(d, "summary.json")))
+    rows = [json.loads(x) for x in open(os.path.join(d, "samples.jsonl")) if x.strip()]
+    return {"acc": s["strict_match"], "n": s["n"], "ok": {r["task_id"]: bool(r.get("correct")) for r in rows}}
+
+
+def w8a8_table(cells, root):
+    out = ["| model | weights | cache | KV | exact acc | --w8a8 acc (Δ, p) |", "|---|---|---|---|---|---|"]
+    for name in sorted(os.listdir(root)):
+        d = os.path.join(root, name)
+        if not os.path.exists(os.path.join(d, "summary.json")):
+            continue
+        m = re.match(r"(synth-\w+)-(int8|int4)-(prefix|dual)-(.+)$", name)
+        if not m:
+            continue
+        model, fmt, cache, kv = m.groups()
+        w = "int8" if fmt == "int8" else "int4-g128"
+        base = cells.get((model, w, cache, kv))
+        if not base:
+            continue
+        q = read_run(d)
+        ids = sorted(set(base["ok"]) & set(q["ok"]))
+        p = mcnemar_p([base["ok"][i] for i in ids], [q["ok"][i] for i in ids])
+        out.append("| %s | %s | %s | %s | %.3f | %.3f (%+.1f, p %.2g) |" % (
+            model, w, cache, kv, base["acc"], q["acc"], 100 * (q["acc"] - base["acc"]), p))
+    out.append("")
+    out.append("--w8a8: activations rounded per row to int8 (docs/weight_quant.md); Δ in points against the exact "
+               "kernels with the same weights; p: exact McNemar on the same problems.")
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", default="runs/weights-synth")
     ap.add_argument("--png", default="docs/img/weights_synth.png")
+    ap.add_argument("--w8a8-runs", default="")
     a = ap.parse_args()
     found = cells_of(a.run)
     cells = {}
@@ -100,6 +137,9 @@ def main():
     out.append("n = %s problems per cell (data/synth/test.jsonl); Δ in points against bf16 weights with the same "
                "cache; p: exact McNemar on the same problems." % "/".join(map(str, n)))
     print("\n".join(out))
+    if a.w8a8_runs:
+        print()
+        print(w8a8_table(cells, a.w8a8_runs))
 
     import matplotlib
     matplotlib.use("Agg")
