@@ -19,6 +19,11 @@
 6. `dllmq inspect --json` reports weight bits and bytes; `dllmq eval` runs on the int8 and
    int4 models (a few synth problems); KVQuant calibration with the Fisher gradient runs on an
    int4 model and its artifact serves a generation on it.
+7. The weights x KV grid (configs/weights_synth.json, cut down): its "quantize" step writes the
+   int4 copy (replacing a half-written one, never requantizing a finished one), grid.csv gives
+   each cell the weight bytes `inspect` reports and weights + KV totals, weights_report.py makes
+   its table and plot (and, with --w8a8-runs, the --w8a8 table), and bad "quantize" entries fail
+   naming the entry and key.
 8. --w8a8 (int8 activations on the integer codes, docs/weight_quant.md): `dllmq logits --w8a8`
    against a numpy forward whose projections follow the definition (per row sx = max|x| / 127,
    xq = clip(rne(x / sx), -127, 127); per group the exact integer sum of xq * (q - z), times s
@@ -26,11 +31,6 @@
    desc_act checkpoints; DLLMQ_ISA=scalar (the twin) gives the same logits bit for bit; float
    models are refused with the reason, calibrate refuses the flag, and an exact eval refuses to
    resume a --w8a8 one.
-7. The weights x KV grid (configs/weights_synth.json, cut down): its "quantize" step writes the
-   int4 copy (replacing a half-written one, never requantizing a finished one), grid.csv gives
-   each cell the weight bytes `inspect` reports and weights + KV totals, weights_report.py makes
-   its table and plot (and, with --w8a8-runs, the --w8a8 table), and bad "quantize" entries fail
-   naming the entry and key.
 """
 import argparse
 import json
