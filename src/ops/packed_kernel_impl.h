@@ -119,10 +119,27 @@ struct PackedGemm {
         acc[r][j] = first  ? V::zero()
                     : full ? V::load(y + r * ldy + j * W)
                            : load_cols(y + r * ldy + j * W, valid - j * W);
-    for (int kk = 0; kk < kc; ++kk) {
+    outer<R_, NP>(acc, x, ldx, w, pstride, 0, kc, nullptr);
+    store_tile<R_, NP>(acc, y, ldy, valid);
+  }
+
+  // The outer product over k in [kb, ke): per k the NR weights of each of NP panels (widened in
+  // registers; codes less their zero points z, two vectors per panel) times each of R_
+  // broadcast activations, into acc by FMA.
+  template <int R_, int NP>
+  static inline __attribute__((always_inline)) void outer(R (&acc)[R_][2 * NP], const float* x,
+                                                          ptrdiff_t ldx, const unsigned char* w,
+                                                          ptrdiff_t pstride, int kb, int ke,
+                                                          const RI* z) {
+    for (int kk = kb; kk < ke; ++kk) {
       R b[2 * NP];
 #pragma GCC unroll 16
-      for (int p = 0; p < NP; ++p) load_w(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1]);
+      for (int p = 0; p < NP; ++p) {
+        if constexpr (Q)
+          load_q(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1], z + 2 * p);
+        else
+          load_w(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1]);
+      }
 #pragma GCC unroll 16
       for (int r = 0; r < R_; ++r) {
         const R a = V::bcast(x + r * ldx + kk);
@@ -130,7 +147,6 @@ struct PackedGemm {
         for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
       }
     }
-    store_tile<R_, NP>(acc, y, ldy, valid);
   }
 
   template <int R_, int NP>
@@ -171,18 +187,7 @@ struct PackedGemm {
       for (int r = 0; r < R_; ++r)
 #pragma GCC unroll 16
         for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::zero();
-      for (int kk = kb; kk < ke; ++kk) {
-        R b[2 * NP];
-#pragma GCC unroll 16
-        for (int p = 0; p < NP; ++p)
-          load_q(w + p * pstride + kk * KSTRIDE, b[2 * p], b[2 * p + 1], z + 2 * p);
-#pragma GCC unroll 16
-        for (int r = 0; r < R_; ++r) {
-          const R a = V::bcast(x + r * ldx + kk);
-#pragma GCC unroll 16
-          for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
-        }
-      }
+      outer<R_, NP>(acc, x, ldx, w, pstride, kb, ke, z);
 #pragma GCC unroll 16
       for (int j = 0; j < 2 * NP; ++j) {
         const R sc =
@@ -198,6 +203,19 @@ struct PackedGemm {
     }
   }
 
+  // Codes run per group (tile_q), float weights as one chain (tile).
+  template <int R_, int NP>
+  static inline __attribute__((always_inline)) void tile_any(const float* x, ptrdiff_t ldx,
+                                                             const unsigned char* w,
+                                                             ptrdiff_t pstride, int kc, bool first,
+                                                             float* y, ptrdiff_t ldy, int valid,
+                                                             const KPos& kp) {
+    if constexpr (Q)
+      tile_q<R_, NP>(x, ldx, w, pstride, kc, first, y, ldy, valid, kp);
+    else
+      tile<R_, NP>(x, ldx, w, pstride, kc, first, y, ldy, valid, kp);
+  }
+
   // Panels [p, pe) for rows [0, R_): one or two rows take several panels at once, so that the
   // accumulators still cover the FMA latency.
   template <int R_>
@@ -207,18 +225,12 @@ struct PackedGemm {
     constexpr int NP = R_ == 1 ? (Q && !SIGNED ? 2 : 4) : R_ == 2 ? 2 : 1;
     for (; p + NP <= pe; p += NP) {
       kp.panel = p;
-      if constexpr (Q)
-        tile_q<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR,
+      tile_any<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR,
                        kp);
-      else
-        tile<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
     }
     for (; p < pe; ++p) {
       kp.panel = p;
-      if constexpr (Q)
-        tile_q<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
-      else
-        tile<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
+      tile_any<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
     }
   }
 
