@@ -26,23 +26,6 @@ int max_group(int bits) {
   return int(std::numeric_limits<int32_t>::max() / (511 * code));
 }
 
-// q - z of column c at packed position kp of `w` (ops/packed_gemm.h layout), and the zero point.
-int code_at(const PackedWeight& w, int c, int kp, int g, int32_t* z) {
-  const int nr = 2 * w.lanes, p = c / nr, s = c % nr;
-  const size_t row_bytes = size_t(nr) * w.bits / 8;
-  const auto* b = static_cast<const uint8_t*>(w.data()) + (size_t(p) * w.k + kp) * row_bytes;
-  const int mid = 1 << (w.bits - 1);
-  if (w.signed_codes) {
-    *z = mid;
-    if (w.bits == 8) return int8_t(b[s]);
-    const uint8_t byte = s < w.lanes ? uint8_t(b[s] << 4) : b[s - w.lanes];
-    return int8_t(byte) >> 4;
-  }
-  *z = w.zero[(size_t(p) * w.n_groups + g) * nr + s];
-  const int q = w.bits == 8 ? b[s] : s < w.lanes ? (b[s] & 15) : (b[s - w.lanes] >> 4);
-  return q - *z;
-}
-
 // Quantizes the rows of one block into the packed positions: u8 codes + 128 (padding 128), row
 // scales and, for 4-bit weights, the per-group sums of the int8 codes.
 struct QuantRows {
@@ -152,7 +135,7 @@ std::shared_ptr<const Int8ActWeight> pack_int8_act(const PackedWeight& w) {
         a->scale[t] = w.scale[(size_t(c / nr) * G + g) * nr + c % nr];
         int32_t sum = 0, z = 0;
         for (int j = 0; j < w.gstart[g + 1] - w.gstart[g]; ++j) {
-          const int d_code = code_at(w, c, w.gstart[g] + j, g, &z);
+          const int d_code = packed_code(w, c, w.gstart[g] + j, g, &z);
           const int pos = a->gstart[g] + j;
           // 8 bits sym: the signed q - z; 8 bits asym: q - 128 (a signed byte, z - 128 applied
           // by the epilogue); 4 bits: the unsigned nibble q (z applied by the epilogue)

@@ -152,7 +152,6 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
 void dequant_packed(const PackedWeight& w, int r0, int rows, int c0, int cols, float* dst,
                     ptrdiff_t ldd) {
   const int nr = 2 * w.lanes, G = w.n_groups;
-  const size_t row_bytes = size_t(nr) * w.bits / 8;
   // Packed position and group of each wanted column.
   std::vector<int32_t> pos(cols), grp(cols);
   std::vector<int32_t> inv;
@@ -165,19 +164,12 @@ void dequant_packed(const PackedWeight& w, int r0, int rows, int c0, int cols, f
     grp[j] =
         int32_t(std::upper_bound(w.gstart.begin(), w.gstart.end(), pos[j]) - w.gstart.begin()) - 1;
   }
-  const auto* buf = static_cast<const uint8_t*>(w.data());
   for (int r = 0; r < rows; ++r) {
     const int c = r0 + r, p = c / nr, s = c % nr;
-    const uint8_t* base = buf + size_t(p) * row_bytes * w.k;
     for (int j = 0; j < cols; ++j) {
-      const uint8_t* b = base + size_t(pos[j]) * row_bytes;
-      const int byte = w.bits == 8 ? b[s] : s < w.lanes ? b[s] << 4 : b[s - w.lanes];
-      const size_t t = (size_t(p) * G + grp[j]) * nr + s;
-      // q - z: the signed code, or the code less its zero point
-      const int v = w.signed_codes ? (w.bits == 8 ? int8_t(byte) : int8_t(uint8_t(byte)) >> 4)
-                    : w.bits == 8  ? byte - w.zero[t]
-                                   : (uint8_t(byte) >> 4) - w.zero[t];
-      dst[r * ldd + j] = float(v) * w.scale[t];
+      int32_t z;
+      const int v = packed_code(w, c, pos[j], grp[j], &z);
+      dst[r * ldd + j] = float(v) * w.scale[(size_t(p) * G + grp[j]) * nr + s];
     }
   }
 }

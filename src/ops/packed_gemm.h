@@ -90,6 +90,23 @@ void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int
 void gemm_fma_ref(const float* x, int m, int ldx, const void* w, DType dt, int n, int k,
                   bool round_w, float* y, int ldy);
 
+// Codes only: q - z of output column c at packed position kp (its group g), with that zero point
+// in *z (2^(bits - 1) for signed codes): the one reader of a code from the panels.
+inline int packed_code(const PackedWeight& w, int c, int kp, int g, int32_t* z) {
+  const int nr = 2 * w.lanes, p = c / nr, s = c % nr;
+  const size_t row_bytes = size_t(nr) * w.bits / 8;
+  const auto* b = static_cast<const uint8_t*>(w.data()) + (size_t(p) * w.k + kp) * row_bytes;
+  if (w.signed_codes) {
+    *z = 1 << (w.bits - 1);
+    if (w.bits == 8) return int8_t(b[s]);
+    // a nibble: moved to the top of a byte, then shifted down arithmetically
+    return int8_t(s < w.lanes ? uint8_t(b[s] << 4) : b[s - w.lanes]) >> 4;
+  }
+  *z = w.zero[(size_t(p) * w.n_groups + g) * nr + s];
+  const int q = w.bits == 8 ? b[s] : s < w.lanes ? (b[s] & 15) : (b[s - w.lanes] >> 4);
+  return q - *z;
+}
+
 // Codes only: the weights W[r0 .. r0 + rows, c0 .. c0 + cols] (original column order) as
 // float(q - z) * s, into dst (row stride ldd). For code that needs a weight in floats rather
 // than in a product (the KV gradient's W^T products of calibration).
