@@ -9,6 +9,7 @@
 
 #include "io/generation_config.h"
 #include "model/moe.h"
+#include "model/projections.h"
 #include "model/stacked_gemm.h"
 #include "ops/attention.h"
 #include "ops/gemm.h"
@@ -76,16 +77,7 @@ void Model::pack_weights() {
     pack_linear(l);
     if (l.w != nullptr) release_mapped_pages(l.w->data, l.w->nbytes);
   };
-  for (LayerWeights& L : w_.layers) {
-    for (Linear* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) pack(*p);
-    if (L.moe) {  // the router and every expert, shared ones included (model/moe.h)
-      pack(L.moe->router);
-      for (auto* group : {&L.moe->experts, &L.moe->shared})
-        for (SwiGlu& e : *group)
-          for (Linear* p : {&e.gate, &e.up, &e.down}) pack(*p);
-    }
-  }
-  pack(w_.lm_head);
+  for_each_linear(w_, pack);  // the router and every expert, shared ones included (model/moe.h)
 }
 
 const std::string& Model::fingerprint() const {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "model/model.h"
+#include "model/projections.h"
 #include "ops/int8_act_gemm.h"
 #include "ops/packed_gemm.h"
 #include "util/error.h"
@@ -26,16 +27,7 @@ const std::string& Model::use_int8_activations() {
     l.packed.reset();
     ++converted;
   };
-  for (LayerWeights& L : w_.layers) {
-    for (Linear* p : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) convert(*p);
-    if (L.moe) {
-      convert(L.moe->router);
-      for (auto* group : {&L.moe->experts, &L.moe->shared})
-        for (SwiGlu& e : *group)
-          for (Linear* p : {&e.gate, &e.up, &e.down}) convert(*p);
-    }
-  }
-  convert(w_.lm_head);
+  for_each_linear(w_, convert);
   if (codes == 0)
     fail(
         "--w8a8: {} has no integer weight codes (its projections are floats); quantize it "
