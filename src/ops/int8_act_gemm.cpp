@@ -1,13 +1,12 @@
 #include "ops/int8_act_gemm.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "ops/int8_act_kernel.h"
 #include "ops/packed_gemm.h"
+#include "ops/panel_split.h"
 #include "util/cpu_features.h"
 #include "util/cpu_isa.h"
 #include "util/error.h"
@@ -203,33 +202,10 @@ void int8_act_gemm(const Int8ActWeight& w, std::span<const kern::Block> blocks, 
 void int8_act_gemm_parallel(const Int8ActWeight& w, std::span<const kern::Block> blocks) {
   int rows = 0;
   for (const kern::Block& b : blocks) rows += std::max(b.m, 0);
-  const int panels = w.panels(), nt = omp_get_max_threads();
-  // Below ~4 MFLOP a parallel region costs more than it saves (as linear's packed path).
-  if (nt == 1 || 2.0 * rows * double(w.n) * w.k < 4e6) {
-    int8_act_gemm(w, blocks);
-    return;
-  }
   // Each thread quantizes the rows it multiplies (a row's codes do not depend on who made them).
-  const bool by_panels = panels >= 2 * nt;
-#pragma omp parallel
-  {
-    const int t = omp_get_thread_num(), T = omp_get_num_threads();
-    if (by_panels) {
-      int8_act_gemm(w, blocks, int(int64_t(panels) * t / T), int(int64_t(panels) * (t + 1) / T));
-    } else {
-      const int r0 = int(int64_t(rows) * t / T), r1 = int(int64_t(rows) * (t + 1) / T);
-      std::vector<kern::Block> mine;
-      int start = 0;
-      for (const kern::Block& b : blocks) {
-        const int lo = std::max(r0, start), hi = std::min(r1, start + b.m);
-        if (lo < hi)
-          mine.push_back({b.x + size_t(lo - start) * b.ldx, b.ldx, hi - lo,
-                          b.y + size_t(lo - start) * b.ldy, b.ldy});
-        start += std::max(b.m, 0);
-      }
-      int8_act_gemm(w, mine);
-    }
-  }
+  run_panel_split(
+      blocks, w.panels(), 2.0 * rows * double(w.n) * w.k,
+      [&](std::span<const kern::Block> b, int p0, int p1) { int8_act_gemm(w, b, p0, p1); });
 }
 
 void int8_act_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, float* y, int ldy) {

@@ -9,6 +9,7 @@
 #include "ops/gemm.h"
 #include "ops/int8_act_gemm.h"
 #include "ops/packed_gemm.h"
+#include "ops/panel_split.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -33,10 +34,6 @@ struct InputScratch {
   std::vector<float> f32;
   std::vector<uint16_t> bf16;
 };
-
-// Products smaller than this many FLOPs stay on the calling thread: a parallel region costs more
-// than it saves.
-constexpr double kParallelFlops = 4e6;
 
 bool native_bf16(const Linear& l, ComputeDType dt) {
   return dt == ComputeDType::kBF16 && l.w != nullptr && l.w->dtype == DType::kBF16 &&
@@ -180,37 +177,9 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   const bool round_w = bf16;
   const int panels = pw->panels();
   const double flops = 2.0 * rows * double(l.out) * in;
-  const int nt = omp_get_max_threads();
-  if (nt == 1 || flops < kParallelFlops) {
-    packed_gemm(*pw, kb, 0, panels, round_w);
-    return;
-  }
-  const bool by_panels = panels >= 2 * nt;
-  const kern::Block* all = kb.data();
-  const int n_all = int(kb.size());
-#pragma omp parallel
-  {
-    const int t = omp_get_thread_num(), T = omp_get_num_threads();
-    if (by_panels) {
-      packed_gemm(*pw, {all, size_t(n_all)}, int(int64_t(panels) * t / T),
-                  int(int64_t(panels) * (t + 1) / T), round_w);
-    } else {
-      // Rows [r0, r1) of the blocks laid end to end.
-      const int r0 = int(int64_t(rows) * t / T), r1 = int(int64_t(rows) * (t + 1) / T);
-      thread_local std::vector<kern::Block> mine;
-      mine.clear();
-      int start = 0;
-      for (int i = 0; i < n_all; ++i) {
-        const kern::Block& b = all[i];
-        const int lo = std::max(r0, start), hi = std::min(r1, start + b.m);
-        if (lo < hi)
-          mine.push_back({b.x + size_t(lo - start) * b.ldx, b.ldx, hi - lo,
-                          b.y + size_t(lo - start) * b.ldy, b.ldy});
-        start += b.m;
-      }
-      packed_gemm(*pw, mine, 0, panels, round_w);
-    }
-  }
+  run_panel_split(kb, panels, flops, [&](std::span<const kern::Block> b, int p0, int p1) {
+    packed_gemm(*pw, b, p0, p1, round_w);
+  });
 }
 
 }  // namespace
