@@ -2,9 +2,18 @@
 
 #include <charconv>
 
+#include "model/model.h"
 #include "util/error.h"
 
 namespace dllmq::cli {
+
+nlohmann::json model_weight_facts(const Model& m) {
+  return {{"weight_bytes", m.checkpoint().total_bytes()},
+          {"weight_format", weight_format(m.weights())},
+          {"w8a8", m.w8a8()},
+          {"proj_weight_bits", m.weights().proj_bits},
+          {"proj_weight_bytes", m.weights().proj_bytes}};
+}
 
 std::vector<int32_t> parse_id_list(const std::string& s, const char* flag) {
   std::vector<int32_t> ids;

@@ -199,11 +199,6 @@ void run_bench(const BenchArgs& a) {
   nlohmann::json out = {{"model", dir},
                         {"prompt_length", a.prompt_length},
                         {"dtype", compute_dtype_name(model->compute_dtype())},
-                        {"weight_format", weight_format(model->weights())},
-                        {"w8a8", model->w8a8()},
-                        {"proj_weight_bits", model->weights().proj_bits},
-                        {"proj_weight_bytes", model->weights().proj_bytes},
-                        {"weight_bytes", model->checkpoint().total_bytes()},
                         {"gemm_backend", gi.name},
                         {"gemm_isa", gi.isa},
                         {"proj_kernels", std::string("packed ") + gi.proj_isa},
@@ -219,6 +214,7 @@ void run_bench(const BenchArgs& a) {
                         {"peak_read_gbps", pk.read_gbps},
                         {"modes", rows},
                         {"peak_rss_bytes", peak_rss_bytes()}};
+  out.update(model_weight_facts(*model));
   fmt::print(stderr, "  peak RSS {:.1f} MiB\n", peak_rss_bytes() / 1048576.0);
   if (a.json) std::puts(out.dump().c_str());
 }

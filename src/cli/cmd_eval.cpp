@@ -16,6 +16,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/model_names.h"
 #include "cli/settings_names.h"
@@ -153,11 +154,7 @@ void generation_run(const EvalArgs& a, const Task& task, const ScoreEnv& env) {
     ro.config["generation"] = describe(opt, model->config());
     ro.config["system"] = a.system;
     // What the weights cost, beside the KV bytes (the grid's weights x KV table adds the two).
-    ro.model_facts = {{"weight_bytes", model->checkpoint().total_bytes()},
-                      {"weight_format", weight_format(model->weights())},
-                      {"w8a8", model->w8a8()},
-                      {"proj_weight_bits", model->weights().proj_bits},
-                      {"proj_weight_bytes", model->weights().proj_bytes}};
+    ro.model_facts = model_weight_facts(*model);
     fmt::print(stderr, "dllmq eval: {} | {}{}\n", a.model, describe(opt, model->config()),
                describe_w8a8(*model));
     Model* m = model.get();

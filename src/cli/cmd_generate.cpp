@@ -122,12 +122,8 @@ void run_generate(const GenerateArgs& a) {
                         {"kv_bits_effective_k", r.kv_bits_effective_k()},
                         {"kv_bits_effective_v", r.kv_bits_effective_v()},
                         {"prompt_tokens", prompt.size()},
-                        {"weight_format", weight_format(model->weights())},
-                        {"w8a8", model->w8a8()},
-                        {"proj_weight_bits", model->weights().proj_bits},
-                        {"proj_weight_bytes", model->weights().proj_bytes},
-                        {"weight_bytes", model->checkpoint().total_bytes()},
                         {"peak_rss_bytes", peak_rss_bytes()}};
+    j.update(model_weight_facts(*model));
     if (codec.available()) j["text"] = text;
     j["reveal_steps"] = std::move(reveal_steps);
     j["step_blocks"] = std::move(step_blocks);

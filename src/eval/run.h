@@ -31,7 +31,7 @@ struct GenOutput {
 using GenerateFn = std::function<GenOutput(size_t doc, const std::string& prompt)>;
 
 // The keys of RunOptions::model_facts that cmd_eval fills and merge_runs carries over.
-inline constexpr const char* kModelFactKeys[] = {"weight_bytes", "weight_format",
+inline constexpr const char* kModelFactKeys[] = {"weight_bytes", "weight_format", "w8a8",
                                                  "proj_weight_bits", "proj_weight_bytes"};
 
 struct RunOptions {
