@@ -224,9 +224,9 @@ void run_bench(const BenchArgs& a) {
 void register_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time generate under each cache mode, side by side");
   auto a = std::make_shared<BenchArgs>();
-  cmd->add_option(
-         "-m,--model", a->model,
-         "model directory or short name (synth-llada, synth-dream; default: the embedded model)")
+  cmd->add_option("-m,--model", a->model,
+                  "model directory or short name (" + embedded_model_names() +
+                      "; default: the embedded model)")
       ->transform(model_name_transform());
   cmd->add_option("--prompt-length", a->prompt_length, "random prompt tokens")
       ->capture_default_str();

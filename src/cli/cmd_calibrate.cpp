@@ -394,9 +394,9 @@ void register_calibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "calibrate", "Calibrate a quantized KV store (KVQuant thresholds and codebooks) on pairs");
   auto a = std::make_shared<CalibArgs>();
-  cmd->add_option(
-         "-m,--model", a->model,
-         "model directory or short name (synth-llada, synth-dream; default: the embedded model)")
+  cmd->add_option("-m,--model", a->model,
+                  "model directory or short name (" + embedded_model_names() +
+                      "; default: the embedded model)")
       ->transform(model_name_transform());
   cmd->add_option("--data", a->data,
                   "JSONL pairs: {\"prompt\", \"answer\"} text or {\"prompt_ids\", \"answer_ids\"}; "

@@ -318,8 +318,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--math-phase-timeout", a->math_phase_timeout,
                   "math: seconds before a helper that does not answer is killed (default 60)")
       ->group("");
-  cmd->add_option("-m,--model", a->model,
-                  "generate with this model directory or short name (synth-llada, synth-dream)")
+  cmd->add_option(
+         "-m,--model", a->model,
+         "generate with this model directory or short name (" + embedded_model_names() + ")")
       ->transform(model_name_transform());
   cmd->add_option("--out", a->out, "run directory (samples JSONL, config, summary)");
   cmd->add_option("--limit", a->limit, "only the first N documents");

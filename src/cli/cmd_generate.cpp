@@ -154,8 +154,8 @@ void register_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate an answer with diffusion decoding");
   auto a = std::make_shared<GenerateArgs>();
   cmd->add_option("-m,--model", a->model,
-                  "model directory or short name (synth-llada, synth-dream; default: the embedded "
-                  "dllmq-synth-tiny)")
+                  "model directory or short name (" + embedded_model_names() +
+                      "; default: the embedded dllmq-synth-tiny)")
       ->transform(model_name_transform());
   cmd->add_option("-p,--prompt", a->prompt, "prompt text (tokenized with the model's tokenizer)");
   cmd->add_option("--prompt-ids", a->prompt_ids, "prompt token ids, used as given (no BOS added)");

@@ -18,7 +18,8 @@ void register_logits(CLI::App& app) {
   auto ids_s = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
   auto w8a8 = std::make_shared<bool>(false);
-  cmd->add_option("-m,--model", *model, "model directory or short name (synth-llada, synth-dream)")
+  cmd->add_option("-m,--model", *model,
+                  "model directory or short name (" + embedded_model_names() + ")")
       ->required()
       ->transform(model_name_transform());
   cmd->add_option("--ids", *ids_s, "comma-separated token ids")->required();

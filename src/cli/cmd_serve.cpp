@@ -197,8 +197,8 @@ void register_serve(CLI::App& app) {
       "serve", "OpenAI-compatible HTTP server with denoising-step streaming and batched decoding");
   auto a = std::make_shared<ServeArgs>();
   cmd->add_option("-m,--model", a->model,
-                  "model directory or embedded short name synth-llada | synth-dream (default: "
-                  "the embedded dllmq-synth-tiny)")
+                  "model directory or embedded short name (" + embedded_model_names() +
+                      "; default: the embedded dllmq-synth-tiny)")
       ->transform(model_name_transform());
   cmd->add_option("--host", a->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a->port, "port (0: any free port, printed at start)")

@@ -9,8 +9,16 @@ namespace dllmq::cli {
 
 const std::vector<ModelName>& embedded_models() {
   static const std::vector<ModelName> k = {{"synth-llada", "models/dllmq-synth-tiny"},
-                                           {"synth-dream", "models/dllmq-synth-dream-tiny"}};
+                                           {"synth-dream", "models/dllmq-synth-dream-tiny"},
+                                           {"synth-llada-kshot", "models/dllmq-synth-kshot"}};
   return k;
+}
+
+std::string embedded_model_names() {
+  std::string names;
+  for (const auto& m : embedded_models())
+    names += (names.empty() ? "" : ", ") + std::string(m.name);
+  return names;
 }
 
 std::string resolve_model_name(const std::string& arg) {
@@ -30,9 +38,6 @@ std::string resolve_model_name(const std::string& arg) {
 }
 
 CLI::Validator model_name_transform() {
-  std::string names;
-  for (const auto& m : embedded_models())
-    names += (names.empty() ? "" : ", ") + std::string(m.name);
   CLI::Validator v(
       [](std::string& s) {
         try {
@@ -42,7 +47,7 @@ CLI::Validator model_name_transform() {
         }
         return std::string();
       },
-      "DIR or " + names, "model-name");
+      "DIR or " + embedded_model_names(), "model-name");
   return v;
 }
 

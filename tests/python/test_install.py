@@ -56,7 +56,7 @@ def test_cmake_install(build, ref_exe, res, work):
     res.check("cmake-install/runs", p.returncode == 0, p.stderr.strip()[-300:])
     exe = os.path.join(prefix, "bin", "dllmq")
     res.check("cmake-install/binary", os.access(exe, os.X_OK), exe)
-    for m in ("dllmq-synth-tiny", "dllmq-synth-dream-tiny"):
+    for m in ("dllmq-synth-tiny", "dllmq-synth-dream-tiny", "dllmq-synth-kshot"):
         cfg = os.path.join(prefix, "share", "dllmq", "models", m, "config.json")
         res.check("cmake-install/model-%s" % m, os.path.exists(cfg), cfg)
     # Run from an unrelated directory; the installed binary must find its own share/dllmq.

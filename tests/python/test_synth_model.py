@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """CI guard for the embedded models (issues 6 and 15): greedy dual-cache threshold decoding on the
 first problems of the synthetic test set must stay within 5 points of the accuracy recorded in each
-model's ci_guard.json (models/dllmq-synth-tiny: LLaDA, models/dllmq-synth-dream-tiny: Dream).
-The eval runs select the models by their short names (-m synth-llada, -m synth-dream).
+model's ci_guard.json (models/dllmq-synth-tiny: LLaDA, models/dllmq-synth-dream-tiny: Dream,
+models/dllmq-synth-kshot: the LLaDA model fine-tuned on k-shot prompts, guarded on the k-shot test set
+its ci_guard.json names as "data"). The eval runs select the models by their short names (-m
+synth-llada, -m synth-dream, -m synth-llada-kshot).
 Deterministic; fails if a change breaks decoding of either architecture.
 Also runs the README's first command the way scripts/demo.sh does (no -m, no length flags: the
 embedded LLaDA model and its generation_config.json lengths; for Dream `-m synth-dream`) and checks
@@ -23,8 +25,10 @@ DEMO_PROMPT = ("Mia has 23 marbles. She buys 14 more marbles. Then she gives awa
                "How many marbles does Mia have now?")
 DEMO_ANSWER = 28
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-# (short name, folder, -m for the demo: none = the default model)
-MODELS = [("synth-llada", "dllmq-synth-tiny", []), ("synth-dream", "dllmq-synth-dream-tiny", ["-m", "synth-dream"])]
+# (short name, folder, -m for the demo: [] = the default model, None = no demo: the k-shot model is
+# guarded on its own prompt format only)
+MODELS = [("synth-llada", "dllmq-synth-tiny", []), ("synth-dream", "dllmq-synth-dream-tiny", ["-m", "synth-dream"]),
+          ("synth-llada-kshot", "dllmq-synth-kshot", None)]
 
 
 def guard_accuracy(dllmq, workdir, short, guard):
@@ -32,6 +36,8 @@ def guard_accuracy(dllmq, workdir, short, guard):
     shutil.rmtree(out, ignore_errors=True)
     cmd = [dllmq, "eval", "--task", "synth", "-m", short, "--out", out, "--limit", str(guard["limit"]),
            "--json"] + guard["flags"]
+    if "data" in guard:  # repository-relative test set
+        cmd += ["--data", os.path.join(ROOT, guard["data"])]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         print(f"FAIL {short}: {' '.join(cmd[1:])} exited {run.returncode}: {run.stderr.strip()[-300:]}")
@@ -78,7 +84,8 @@ def main():
         model = os.path.join(ROOT, "models", folder)
         guard = json.load(open(os.path.join(model, "ci_guard.json")))
         results.append(guard_accuracy(a.dllmq, a.workdir, short, guard))
-        results.append(demo(a.dllmq, short, model, m_args, guard))
+        if m_args is not None:
+            results.append(demo(a.dllmq, short, model, m_args, guard))
     n_ok = sum(results)
     print(f"{n_ok} passed, {len(results) - n_ok} failed")
     sys.exit(0 if n_ok == len(results) else 1)
