@@ -145,6 +145,14 @@ void run_serve(const ServeArgs& a) {
     svr.listen_after_bind();
     engine.stop();
   });
+  // Streams write their last chunks (the answer's end, or the reason it was cut) before the
+  // server stops: httplib ends every chunked answer still open once it is stopped. Bounded: 2 s.
+  auto stop_after_streams = [&] {
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (api.streams_in_flight() > 0 && std::chrono::steady_clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    svr.stop();  // stops accepting; plain answers in flight are still written
+  };
   // The first SIGTERM/SIGINT drains: new requests get 503, queued and running ones finish
   // (at most --drain-timeout s; what is left then is cancelled, its clients told why), then the
   // server stops and the process exits 0. A second signal stops at once.
@@ -174,15 +182,12 @@ void run_serve(const ServeArgs& a) {
     }
     std::fflush(stderr);
     engine.stop();  // what is still queued or running ends; its handlers answer with the reason
-    // Streams write their last chunks (the answer's end, or the reason it was cut) before the
-    // listening socket closes, which ends every chunked answer still open. Bounded: 2 s.
-    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (api.streams_in_flight() > 0 && std::chrono::steady_clock::now() < grace)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    svr.stop();  // stops accepting; plain answers in flight are still written
+    stop_after_streams();
   });
-  engine.run();  // the batched forwards, on this (pinned) thread
-  svr.stop();
+  engine.run();  // the batched forwards, on this (pinned) thread; returns once the engine stops
+  // Not a bare svr.stop() here: engine.run() returns the moment the stopper stops the engine,
+  // and closing the server then would cut the streams before they are told why.
+  stop_after_streams();
   listener.join();
   pthread_kill(stopper.native_handle(), SIGTERM);  // a no-op wait if it already stopped us
   stopper.join();
