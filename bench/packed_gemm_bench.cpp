@@ -7,7 +7,11 @@
 // shared machine the thread gets a fraction of a core, and the share of the FMA peak is what a
 // core does while it runs the kernel.
 //   build/bench/packed_gemm_bench --benchmark_counters_tabular=true
-// Args: isa (1 avx2, 2 avx512; 0 = oneDNN f32), m, k, weight dtype (0 f32, 1 bf16).
+// bf16 compute's other candidates on CPUs with AVX512-BF16: our vdpbf16ps kernel over the same
+// AVX-512 panels, and oneDNN's bf16 matmul (AMX where the CPU has it), as a share of the core's
+// vdpbf16ps peak (measure_bf16dot_peak_gflops; twice the FMA FLOPs per instruction).
+// Args: isa (1 avx2, 2 avx512; 0 = oneDNN f32; 3 = AVX512-BF16 dot kernel, 4 = oneDNN bf16
+// matmul), m, k, weight dtype (0 f32, 1 bf16).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -31,13 +35,19 @@ double peak(Isa isa) {
   return it->second;
 }
 
+double dot_peak() {
+  static const double p = measure_bf16dot_peak_gflops(0.3);
+  return p;
+}
+
 constexpr int kN = 1024;
 
 void BM_PackedGemm(benchmark::State& st) {
   const int which = int(st.range(0)), m = int(st.range(1)), k = int(st.range(2));
   const DType dt = st.range(3) ? DType::kBF16 : DType::kF32;
-  const Isa isa = which == 2 ? Isa::kAvx512 : Isa::kAvx2;
-  if (which != 0 && !isa_available(isa)) {
+  const bool dot = which >= 3;
+  const Isa isa = which == 2 || dot ? Isa::kAvx512 : Isa::kAvx2;
+  if ((which != 0 && !isa_available(isa)) || (dot && dot_peak() == 0.0)) {
     st.SkipWithError("instruction set not on this CPU");
     return;
   }
@@ -48,7 +58,24 @@ void BM_PackedGemm(benchmark::State& st) {
   for (float& v : wf) v = nd(g);
   std::vector<uint16_t> wb(wf.size());
   for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
-  if (which == 0) {
+  if (which == 4) {
+    std::vector<uint16_t> xb(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+    if (!gemm_info().bf16_jit) {
+      st.SkipWithError("no oneDNN bf16 JIT kernel here");
+      return;
+    }
+    for (auto _ : st) {
+#pragma omp parallel num_threads(1)
+      gemm_bf16_nt_onednn(m, kN, k, xb.data(), k, wb.data(), k, y.data(), kN);
+    }
+    st.SetLabel(gemm_info().name + " " + gemm_info().isa + " bf16 matmul");
+  } else if (which == 3) {
+    const auto pw = pack_weight(wb.data(), DType::kBF16, kN, k, isa, false);
+    const kern::Block b{x.data(), k, m, y.data(), kN};
+    for (auto _ : st) packed_gemm_bf16dot(*pw, {&b, 1}, 0, pw->panels());
+    st.SetLabel("packed avx512 bf16, vdpbf16ps");
+  } else if (which == 0) {
     if (dt == DType::kBF16)
       for (size_t i = 0; i < wf.size(); ++i) wf[i] = bf16_to_f32(wb[i]);
     for (auto _ : st) {
@@ -67,16 +94,18 @@ void BM_PackedGemm(benchmark::State& st) {
   st.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   const Isa pisa = which == 0 ? best_isa() : isa;
-  st.counters["peak"] = peak(pisa);
-  // Share of the core's FMA peak (the oneDNN rows against the best ISA's).
-  st.counters["pct_peak"] = benchmark::Counter(flops * 1e-9 * 100.0 / peak(pisa),
-                                               benchmark::Counter::kIsIterationInvariantRate);
+  // Share of the core's FMA peak (the oneDNN f32 rows against the best ISA's), or of its bf16
+  // dot-product peak for the bf16 candidates.
+  const double pk = dot ? dot_peak() : peak(pisa);
+  st.counters["peak"] = pk;
+  st.counters["pct_peak"] =
+      benchmark::Counter(flops * 1e-9 * 100.0 / pk, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int k : {1024, 4096})
     for (int m : {1, 8, 16, 32, 64, 256}) {
-      for (int which : {1, 2}) b->Args({which, m, k, 1});
+      for (int which : {1, 2, 3, 4}) b->Args({which, m, k, 1});
       b->Args({1, m, k, 0});  // f32 weights, AVX2
       b->Args({0, m, k, 1});  // oneDNN f32 (bf16 values widened beforehand)
     }

@@ -47,8 +47,16 @@ std::string lower(std::string s) {
 }
 
 // How bf16 compute multiplies, as `inspect` and `bench` say it.
-const char* bf16_path(bool native) {
-  return native ? "native, bf16 dot products" : "packed kernels, widened to f32 in registers";
+const char* bf16_path(const GemmInfo& i) {
+  return i.bf16_native ? "native, oneDNN bf16 dot products"
+         : i.bf16_dot  ? "packed kernels, AVX512-BF16 dot products (vdpbf16ps)"
+                       : "packed kernels, widened to f32 in registers";
+}
+
+// Our dot-product kernel runs where the projections' kernels are AVX-512 and the CPU has
+// AVX512-BF16 (ops/packed_gemm.h, bf16dot_available).
+bool bf16_dot_here() {
+  return dispatch_isa() == Isa::kAvx512 && cpu_has_avx512_bf16();
 }
 
 // OpenBLAS's DYNAMIC_ARCH picks a kernel set by CPU model; anything older than Haswell's on a
@@ -188,58 +196,6 @@ void run_nt_matmul(dnnl::memory::data_type in, int m, int n, int k, const void* 
   stream.wait();
 }
 
-// Whether bf16 compute multiplies bf16 x bf16 on oneDNN's bf16 dot-product kernel ("native") or
-// runs the packed kernels, which widen the weights in registers (same numerics class: bf16
-// inputs, f32 products and sums; other summation order). A bf16 dot-product instruction is not
-// faster on every CPU that has one: on Zen 4 native runs at ~2x the f32 rate, on an Emerald Rapids
-// Xeon whose AMX the hypervisor hides (AVX512-BF16 only) at 0.55-0.75x (docs/performance.md). So
-// the choice is measured, not read from a CPU-model table: a weight panel's product (256 x 1024) at
-// the dual-cache step's 32 rows and at a prompt's 256, one per thread on every thread as the
-// engine runs them; native is kept unless widening takes at most 1/1.2 of its time over both,
-// so a near tie never flips between runs.
-// DLLMQ_BF16_GEMM=native|widened forces the choice (reproducing bits across machines). Run for
-// the backend in use only (a start-up cost of ~25 ms), after probe_onednn found the kernel.
-void choose_bf16_products(GemmInfo& i) {
-  i.bf16_native = false;
-  if (!i.bf16_jit) return;  // bf16_why says so already
-  const char* env = std::getenv("DLLMQ_BF16_GEMM");
-  const std::string want = env ? lower(env) : "";
-  if (want == "native" || want == "widened") {
-    i.bf16_native = want == "native";
-    i.bf16_why = fmt::format("{} (DLLMQ_BF16_GEMM={})", bf16_path(i.bf16_native), want);
-    return;
-  }
-  constexpr int n = 256, k = 1024;
-  double native_s = 0.0, widened_s = 0.0;
-#pragma omp parallel reduction(max : native_s, widened_s)
-  {
-    double nat = 0.0, wid = 0.0;  // this thread's sums (the reduction's copies start at -inf)
-    for (const int m : {32, 256}) {
-      std::vector<uint16_t> a(size_t(m) * k), b(size_t(n) * k);
-      for (size_t j = 0; j < a.size(); ++j) a[j] = uint16_t(0x3f00 + j % 127);  // ~[0.5, 1)
-      for (size_t j = 0; j < b.size(); ++j) b[j] = uint16_t(0xbc00 + j % 251);  // small negatives
-      std::vector<float> af(a.size()), c(size_t(m) * n);
-      to_f32(DType::kBF16, a.data(), af.data(), af.size());
-      const auto native = [&] {
-        run_nt_matmul(dnnl::memory::data_type::bf16, m, n, k, a.data(), k, b.data(), k, c.data(),
-                      n);
-      };
-      // The alternative: the packed kernels (ops/packed_gemm.h) on f32 activations rounded to
-      // bf16 and the bf16 weights packed at load, widened in registers.
-      const auto packed = pack_weight(b.data(), DType::kBF16, n, k, dispatch_isa(), false);
-      const kern::Block blk{af.data(), k, m, c.data(), n};
-      const auto widened = [&] { packed_gemm(*packed, {&blk, 1}, 0, packed->panels(), true); };
-      nat += best_time(native, 0.0, 5);
-      wid += best_time(widened, 0.0, 5);
-    }
-    native_s = nat;
-    widened_s = wid;
-  }
-  i.bf16_native = native_s <= 1.2 * widened_s;
-  i.bf16_why = fmt::format("{} (bf16 dot products measured {:.2f}x the widened f32 rate here)",
-                           bf16_path(i.bf16_native), widened_s / native_s);
-}
-
 GemmInfo probe_onednn() {
   GemmInfo i;
   i.lib = GemmLib::kOneDnn;
@@ -265,6 +221,84 @@ GemmInfo probe_onednn() {
   return i;
 }
 #endif
+
+// How bf16 compute multiplies: the packed kernels widening bf16 weights to f32 in registers (the
+// default), the same packed panels on the AVX512-BF16 dot product (our kernel, where the CPU has
+// it), or oneDNN's bf16 matmul (where it has a JIT kernel: AVX512-BF16/AMX). Same numerics class
+// (bf16 inputs, f32 products and sums), other summation orders. A dot-product instruction is not
+// faster on every CPU that has one: on Zen 4 oneDNN's ran at ~2x the f32 rate, on an Emerald
+// Rapids Xeon at 0.55-0.75x, and on a Xeon whose vdpbf16ps retires at half the FMA rate it cannot
+// win (docs/performance.md). So the choice is measured, not read from a CPU-model table: a weight
+// panel's product (256 x 1024) at the dual-cache step's 32 rows and at a prompt's 256, one per
+// thread on every thread as the engine runs them; a candidate replaces widening only if it takes
+// at most 1/1.2 of its time over both, so a near tie never flips between runs.
+// DLLMQ_BF16_GEMM=widened|dot|native forces the choice (reproducing bits across machines); a
+// choice this CPU or build cannot run falls back to widening and says so. Run once for the
+// backend (a start-up cost of ~25 ms per candidate).
+void choose_bf16_products(GemmInfo& i) {
+  i.bf16_native = false;
+  i.bf16_dot = false;
+  const bool dot_here = bf16_dot_here();
+  const char* env = std::getenv("DLLMQ_BF16_GEMM");
+  const std::string want = env ? lower(env) : "";
+  if (want == "native" || want == "widened" || want == "dot") {
+    i.bf16_native = want == "native" && i.bf16_jit;
+    i.bf16_dot = want == "dot" && dot_here;
+    i.bf16_why = fmt::format("{} (DLLMQ_BF16_GEMM={}{})", bf16_path(i), want,
+                             (want == "native" && !i.bf16_native) || (want == "dot" && !i.bf16_dot)
+                                 ? ", which this CPU or build cannot run"
+                                 : "");
+    return;
+  }
+  if (!i.bf16_jit && !dot_here) return;  // bf16_why says so already
+  constexpr int n = 256, k = 1024;
+  double native_s = 0.0, dot_s = 0.0, widened_s = 0.0;
+#pragma omp parallel reduction(max : native_s, dot_s, widened_s)
+  {
+    double nat = 0.0, dot = 0.0, wid = 0.0;  // this thread's sums (reduction copies start at -inf)
+    for (const int m : {32, 256}) {
+      std::vector<uint16_t> a(size_t(m) * k), b(size_t(n) * k);
+      for (size_t j = 0; j < a.size(); ++j) a[j] = uint16_t(0x3f00 + j % 127);  // ~[0.5, 1)
+      for (size_t j = 0; j < b.size(); ++j) b[j] = uint16_t(0xbc00 + j % 251);  // small negatives
+      std::vector<float> af(a.size()), c(size_t(m) * n);
+      to_f32(DType::kBF16, a.data(), af.data(), af.size());
+      // The packed kernels (ops/packed_gemm.h) on f32 activations rounded to bf16 and the bf16
+      // weights packed at load: widened in registers, or on the dot product.
+      const auto packed = pack_weight(b.data(), DType::kBF16, n, k, dispatch_isa(), false);
+      const kern::Block blk{af.data(), k, m, c.data(), n};
+      wid += best_time([&] { packed_gemm(*packed, {&blk, 1}, 0, packed->panels(), true); }, 0.0, 5);
+      if (dot_here)
+        dot += best_time(
+            [&] {
+              packed_gemm_bf16dot(*packed, {&blk, 1}, 0, packed->panels());
+            },
+            0.0, 5);
+#ifdef DLLMQ_HAVE_ONEDNN
+      if (i.bf16_jit)
+        nat += best_time(
+            [&] {
+              run_nt_matmul(dnnl::memory::data_type::bf16, m, n, k, a.data(), k, b.data(), k,
+                            c.data(), n);
+            },
+            0.0, 5);
+#endif
+    }
+    native_s = nat;
+    dot_s = dot;
+    widened_s = wid;
+  }
+  // The faster candidate, if it beats widening by the margin.
+  const bool dot_first = dot_here && (!i.bf16_jit || dot_s <= native_s);
+  const double best_s = dot_first ? dot_s : native_s;
+  if (best_s * 1.2 <= widened_s) (dot_first ? i.bf16_dot : i.bf16_native) = true;
+  std::string measured;
+  if (dot_here) measured += fmt::format("vdpbf16ps kernel {:.2f}x", widened_s / dot_s);
+  if (i.bf16_jit)
+    measured +=
+        fmt::format("{}oneDNN bf16 {:.2f}x", measured.empty() ? "" : ", ", widened_s / native_s);
+  i.bf16_why =
+      fmt::format("{} (measured against the widened f32 kernel here: {})", bf16_path(i), measured);
+}
 
 GemmInfo select_backend() {
   const char* env = std::getenv("DLLMQ_GEMM");
@@ -315,9 +349,7 @@ GemmInfo& backend() {
                      ? fmt::format("DLLMQ_ISA={}", forced)
                      : fmt::format("the best this CPU has, from CPUID{}",
                                    cpu_has_avx512_bf16() ? "; it has AVX512-BF16" : "");
-#ifdef DLLMQ_HAVE_ONEDNN
-    if (i.lib == GemmLib::kOneDnn) choose_bf16_products(i);
-#endif
+    choose_bf16_products(i);
     if (i.generic)
       fmt::print(stderr,
                  "dllmq: warning: GEMM backend {} runs generic '{}' kernels on this CPU (it has "
@@ -354,7 +386,7 @@ void gemm_select(GemmLib lib) {
   b = lib == GemmLib::kOneDnn ? probe_onednn() : probe_openblas();
   b.proj_isa = proj_isa;
   b.proj_why = proj_why;
-  if (lib == GemmLib::kOneDnn) choose_bf16_products(b);
+  choose_bf16_products(b);
   b.why = "selected by the caller";
 #endif
 }
@@ -362,8 +394,17 @@ void gemm_select(GemmLib lib) {
 bool gemm_set_bf16_native(bool native) {
   GemmInfo& b = backend();
   b.bf16_native = native && b.bf16_jit;
-  b.bf16_why = fmt::format("{} (forced)", bf16_path(b.bf16_native));
+  b.bf16_dot = false;
+  b.bf16_why = fmt::format("{} (forced)", bf16_path(b));
   return b.bf16_native;
+}
+
+bool gemm_set_bf16_dot(bool dot) {
+  GemmInfo& b = backend();
+  b.bf16_dot = dot && bf16_dot_here();
+  b.bf16_native = false;
+  b.bf16_why = fmt::format("{} (forced)", bf16_path(b));
+  return b.bf16_dot;
 }
 
 int gemm_threads() {

@@ -24,6 +24,10 @@ struct GemmInfo {
   // slower than widening on this machine (bf16_why says which and why).
   bool bf16_native = false;
   bool bf16_jit = false;  // such a kernel exists here (whether or not it is used)
+  // bf16 compute runs the packed panels on our AVX512-BF16 dot-product kernel
+  // (ops/packed_gemm.h, packed_gemm_bf16dot) rather than widening them: only where the CPU has
+  // the instruction and it measured faster (bf16_why). Never together with bf16_native.
+  bool bf16_dot = false;
   std::string bf16_why;
   std::string why;  // one line: why this library was chosen
   // The projections' own kernels (ops/packed_gemm.h): the instruction set they run ("avx2"...)
@@ -41,6 +45,9 @@ void gemm_select(GemmLib lib);
 // DLLMQ_BF16_GEMM does at start-up (tests, benchmarks). Returns whether native is in use now.
 // Not thread-safe against running GEMMs.
 bool gemm_set_bf16_native(bool native);
+// Forces bf16 compute's products onto the AVX512-BF16 dot-product kernel (where the CPU has it)
+// or back to widening, as DLLMQ_BF16_GEMM=dot|widened does. Returns whether it is in use now.
+bool gemm_set_bf16_dot(bool dot);
 // Whether a library is compiled in (oneDNN is optional at build time).
 bool gemm_available(GemmLib lib);
 const char* gemm_lib_name(GemmLib lib);

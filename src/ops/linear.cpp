@@ -175,10 +175,15 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   }
   if (kb.empty()) return;
   const bool round_w = bf16;
+  // bf16 weights in bf16 compute: on the AVX512-BF16 dot product where it measured faster.
+  const bool dot = bf16 && gemm_info().bf16_dot && bf16dot_available(*pw);
   const int panels = pw->panels();
   const double flops = 2.0 * rows * double(l.out) * in;
   run_panel_split(kb, panels, flops, [&](std::span<const kern::Block> b, int p0, int p1) {
-    packed_gemm(*pw, b, p0, p1, round_w);
+    if (dot)
+      packed_gemm_bf16dot(*pw, b, p0, p1);
+    else
+      packed_gemm(*pw, b, p0, p1, round_w);
   });
 }
 

@@ -224,6 +224,58 @@ void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int
   kern::gemm_scalar8(a);
 }
 
+bool bf16dot_available(const PackedWeight& w) {
+  return w.bits == 0 && w.dtype == DType::kBF16 && w.isa == Isa::kAvx512 &&
+         isa_available(Isa::kAvx512) && cpu_has_avx512_bf16();
+}
+
+void packed_gemm_bf16dot(const PackedWeight& w, std::span<const kern::Block> blocks, int p0,
+                         int p1) {
+  if (!bf16dot_available(w))
+    fail("packed_gemm_bf16dot: needs bf16 weights packed for AVX-512 on a CPU with AVX512-BF16");
+  const kern::GemmArgs a{blocks.data(),
+                         int(blocks.size()),
+                         w.data(),
+                         kern::WType::kBF16,
+                         w.n,
+                         w.k,
+                         w.lanes,
+                         p0,
+                         p1,
+                         false,
+                         {}};
+  kern::gemm_bf16dot_avx512(a);
+}
+
+namespace {
+// vdpbf16ps reads a denormal input as zero and flushes a denormal result to zero.
+float flush_denormal(float v) {
+  return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+}
+}  // namespace
+
+void gemm_bf16dot_ref(const float* x, int m, int ldx, const uint16_t* w, int n, int k, float* y,
+                      int ldy) {
+  std::vector<float> xr(size_t(m) * k), wr(k);
+  for (int i = 0; i < m; ++i)
+    for (int kk = 0; kk < k; ++kk)
+      xr[size_t(i) * k + kk] =
+          flush_denormal(bf16_to_f32(f32_to_bf16(flush_denormal(x[size_t(i) * ldx + kk]))));
+  for (int c = 0; c < n; ++c) {
+    for (int kk = 0; kk < k; ++kk) wr[kk] = flush_denormal(bf16_to_f32(w[size_t(c) * k + kk]));
+    for (int i = 0; i < m; ++i) {
+      const float* xi = xr.data() + size_t(i) * k;
+      float acc = 0.0f;
+      for (int kk = 0; kk < k; kk += 2) {
+        const float x1 = kk + 1 < k ? xi[kk + 1] : 0.0f, w1 = kk + 1 < k ? wr[kk + 1] : 0.0f;
+        acc = flush_denormal(std::fmaf(x1, w1, acc));
+        acc = flush_denormal(std::fmaf(xi[kk], wr[kk], acc));
+      }
+      y[size_t(i) * ldy + c] = acc;
+    }
+  }
+}
+
 void gemm_fma_ref(const float* x, int m, int ldx, const void* w, DType dt, int n, int k,
                   bool round_w, float* y, int ldy) {
   const size_t esz = dtype_size(dt);
@@ -252,6 +304,18 @@ double measure_fma_peak_gflops(Isa isa, double min_s) {
       min_s);
   const long flops = wide ? kern::kBurnFlopsAvx512 : kern::kBurnFlopsAvx2;
   return double(kIters) * flops / s * 1e-9;
+}
+
+}  // namespace dllmq
+
+namespace dllmq {
+
+double measure_bf16dot_peak_gflops(double min_s) {
+  if (!isa_available(Isa::kAvx512) || !cpu_has_avx512_bf16()) return 0.0;
+  constexpr long kIters = 1 << 20;
+  volatile float sink = 0.0f;
+  const double s = best_time([&] { sink = kern::dp_burn_avx512bf16(kIters, sink); }, min_s);
+  return double(kIters) * kern::kBurnFlopsBf16Dot / s * 1e-9;
 }
 
 }  // namespace dllmq

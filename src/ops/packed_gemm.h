@@ -90,6 +90,22 @@ void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int
 void gemm_fma_ref(const float* x, int m, int ldx, const void* w, DType dt, int n, int k,
                   bool round_w, float* y, int ldy);
 
+// bf16 compute's other kernel, on CPUs with AVX512-BF16 where the start-up measurement chose it
+// (ops/gemm.h, bf16_dot): bf16 weights packed for AVX-512 (the same panels), multiplied by the
+// dot-product instruction, two k at a time. Whether `w` can run on it:
+bool bf16dot_available(const PackedWeight& w);
+// Panels [p0, p1) of `w` applied to every block, like packed_gemm; x is rounded to bf16 by the
+// kernel. Its bits are gemm_bf16dot_ref's. Requires bf16dot_available(w).
+void packed_gemm_bf16dot(const PackedWeight& w, std::span<const kern::Block> blocks, int p0,
+                         int p1);
+// The definition, the instruction emulated (its twin): y[i, c] = a chain over the k pairs in
+// ascending order from 0, acc = fmaf(x'[k+1], w[k+1], acc) then acc = fmaf(x'[k], w[k], acc),
+// where x' is x rounded to bf16 (nearest even) and the last pair of an odd k is (x'[k-1], 0); a
+// denormal input (x, w or acc) reads as zero and a denormal result is flushed to zero, as
+// vdpbf16ps does. w: the unpacked [n, k] bf16 weights.
+void gemm_bf16dot_ref(const float* x, int m, int ldx, const uint16_t* w, int n, int k, float* y,
+                      int ldy);
+
 // Codes only: q - z of output column c at packed position kp (its group g), with that zero point
 // in *z (2^(bits - 1) for signed codes): the one reader of a code from the panels.
 inline int packed_code(const PackedWeight& w, int c, int kp, int g, int32_t* z) {
@@ -126,5 +142,7 @@ void quant_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, float*
 // One core's f32 FMA rate in GFLOP/s on `isa`'s vectors (independent chains, no memory), best of
 // repeats lasting `min_s` seconds in all; 0 for kScalar.
 double measure_fma_peak_gflops(Isa isa, double min_s = 0.2);
+// The same for the bf16 dot product (vdpbf16ps; a multiply-add is 2 FLOPs); 0 without AVX512-BF16.
+double measure_bf16dot_peak_gflops(double min_s = 0.2);
 
 }  // namespace dllmq

@@ -61,13 +61,23 @@ void gemm_scalar16(const GemmArgs& a);
 void gemm_avx2(const GemmArgs& a);
 void gemm_avx512(const GemmArgs& a);
 
+// bf16 compute on bf16 weights packed for AVX-512, on the AVX512-BF16 dot product: per output a
+// chain over the k pairs in ascending order, each pair acc = fmaf(x[k+1], w[k+1], acc) then
+// fmaf(x[k], w[k], acc), x rounded to bf16 (nearest even), denormal inputs and results as zero
+// (packed_kernel_avx512bf16.cpp; its twin is gemm_bf16dot_ref in ops/packed_gemm.h). Only for
+// WType::kBF16 with lanes 16, on a CPU with AVX512-BF16.
+void gemm_bf16dot_avx512(const GemmArgs& a);
+
 // Independent FMA chains (12 AVX2 / 24 AVX-512 vectors) for `iters` rounds on one thread: the
 // core's f32 FMA peak is flops / time (measure_fma_peak_gflops). Returns a value that depends on
 // every chain.
 float fma_burn_avx2(long iters, float seed);
 float fma_burn_avx512(long iters, float seed);
+// The same with 24 vdpbf16ps chains: the core's bf16 dot-product peak.
+float dp_burn_avx512bf16(long iters, float seed);
 // FLOPs per round of each burn loop.
 inline constexpr long kBurnFlopsAvx2 = 12 * 8 * 2;
 inline constexpr long kBurnFlopsAvx512 = 24 * 16 * 2;
+inline constexpr long kBurnFlopsBf16Dot = 24 * 16 * 4;  // two multiply-adds per lane
 
 }  // namespace dllmq::kern

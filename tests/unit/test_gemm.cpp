@@ -10,6 +10,7 @@
 #include "ops/gemm.h"
 #include "ops/linear.h"
 #include "test_helpers.h"
+#include "util/cpu_isa.h"
 #include "util/half.h"
 
 namespace dllmq {
@@ -172,6 +173,16 @@ TEST(Gemm, Bf16ProductChoiceFollowsTheEnvironment) {
   setenv("DLLMQ_BF16_GEMM", "native", 1);
   g = reprobe();
   EXPECT_EQ(g.bf16_native, g.bf16_jit);
+  EXPECT_FALSE(g.bf16_dot);
+  // Our AVX512-BF16 kernel where the projections run AVX-512 on a CPU with the instruction; a
+  // CPU without it says it cannot.
+  setenv("DLLMQ_BF16_GEMM", "dot", 1);
+  g = reprobe();
+  const bool dot_here = dispatch_isa() == Isa::kAvx512 && cpu_has_avx512_bf16();
+  EXPECT_EQ(g.bf16_dot, dot_here);
+  EXPECT_FALSE(g.bf16_native);
+  EXPECT_NE(g.bf16_why.find(dot_here ? "vdpbf16ps" : "cannot run"), std::string::npos)
+      << g.bf16_why;
   unsetenv("DLLMQ_BF16_GEMM");
   g = reprobe();
   if (g.bf16_jit) {

@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "ops/gemm.h"
 #include "ops/linear.h"
 #include "ops/packed_gemm.h"
 #include "util/cpu_isa.h"
@@ -212,6 +213,88 @@ TEST(PackedGemm, FmaPeakIsMeasuredOnEveryVectorIsa) {
     else
       EXPECT_GT(gf, 1.0) << isa_name(isa);
   }
+}
+
+// bf16 compute's dot-product kernel (AVX512-BF16) against the instruction emulated in scalar code
+// (gemm_bf16dot_ref), bit for bit: the same tails, odd reductions (a last half pair), several K
+// blocks (at most 4096 values each), split panel ranges, and activations with exact zeros,
+// denormals (read as zero) and values that round up when taken to bf16.
+TEST(PackedGemmBf16Dot, EqualsTheEmulatedInstructionOnEveryTail) {
+  if (!isa_available(Isa::kAvx512) || !cpu_has_avx512_bf16())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 g(4321);
+  std::vector<Shape> sh = shapes();
+  sh.push_back({9, 70, 4097});
+  sh.push_back({1, 130, 9001});
+  sh.push_back({40, 64, 2500});
+  for (const Shape& s : sh) {
+    const std::vector<uint8_t> w = random_weights(DType::kBF16, s.n, s.k, g);
+    const int ldx = s.k + 3, ldy = s.n + 5;
+    std::vector<float> x = random_x(size_t(s.m) * ldx, g);
+    for (size_t i = 0; i < x.size(); i += 29) x[i] = 0.0f;
+    for (size_t i = 5; i < x.size(); i += 97) x[i] = 1e-39f;              // an f32 denormal
+    for (size_t i = 11; i < x.size(); i += 53) x[i] = 1.0f + 0x1.81p-8f;  // rounds up in bf16
+    std::vector<float> ref(size_t(s.m) * ldy, -7.0f);
+    gemm_bf16dot_ref(x.data(), s.m, ldx, reinterpret_cast<const uint16_t*>(w.data()), s.n, s.k,
+                     ref.data(), ldy);
+    const auto pw = pack_weight(w.data(), DType::kBF16, s.n, s.k, Isa::kAvx512);
+    ASSERT_TRUE(bf16dot_available(*pw));
+    std::vector<float> y(ref.size(), -7.0f);  // the gaps must stay untouched
+    const kern::Block b{x.data(), ldx, s.m, y.data(), ldy};
+    const int mid = pw->panels() / 2;
+    packed_gemm_bf16dot(*pw, {&b, 1}, 0, mid);
+    packed_gemm_bf16dot(*pw, {&b, 1}, mid, pw->panels());
+    ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
+        << "m " << s.m << " n " << s.n << " k " << s.k;
+  }
+}
+
+// Rows through linear() on the dot-product kernel: alone or stacked with others, any thread
+// count, each row equals the emulation (so a server's stacked batch gives a request its own bits).
+TEST(PackedGemmBf16Dot, LinearRowsDoNotDependOnNeighboursOrThreads) {
+  if (!isa_available(Isa::kAvx512) || !cpu_has_avx512_bf16() || dispatch_isa() != Isa::kAvx512)
+    GTEST_SKIP() << "the projections do not run AVX-512 with AVX512-BF16 here";
+  const bool was_dot = gemm_info().bf16_dot, was_native = gemm_info().bf16_native;
+  ASSERT_TRUE(gemm_set_bf16_dot(true));
+  std::mt19937 g(8);
+  const int in = 333, out = 200, rows = 70;
+  const std::vector<uint8_t> wb = random_weights(DType::kBF16, out, in, g);
+  TensorView tv;
+  tv.dtype = DType::kBF16;
+  tv.shape = {out, in};
+  tv.data = wb.data();
+  tv.nbytes = wb.size();
+  const std::vector<float> x = random_x(size_t(rows) * in, g);
+  std::vector<float> ref(size_t(rows) * out);
+  gemm_bf16dot_ref(x.data(), rows, in, reinterpret_cast<const uint16_t*>(wb.data()), out, in,
+                   ref.data(), out);
+  Linear l{&tv, nullptr, out, in};
+  pack_linear(l);
+  const int saved = omp_get_max_threads();
+  for (const int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<float> y(ref.size()), yg(ref.size());
+    linear(x.data(), rows, l, y.data(), 0, ComputeDType::kBF16);
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << threads;
+    const LinearRows blocks[] = {{x.data(), 1, yg.data()},
+                                 {x.data() + in, 16, yg.data() + out, true},
+                                 {x.data() + 17 * in, 53, yg.data() + 17 * out}};
+    linear_grouped(blocks, l, 0, ComputeDType::kBF16);
+    EXPECT_EQ(0, std::memcmp(yg.data(), ref.data(), yg.size() * 4)) << threads;
+  }
+  omp_set_num_threads(saved);
+  if (was_native)
+    gemm_set_bf16_native(true);
+  else
+    gemm_set_bf16_dot(was_dot);
+}
+
+TEST(PackedGemmBf16Dot, PeakIsMeasuredWhereTheCpuHasIt) {
+  const double gf = measure_bf16dot_peak_gflops(0.02);
+  if (isa_available(Isa::kAvx512) && cpu_has_avx512_bf16())
+    EXPECT_GT(gf, 1.0);
+  else
+    EXPECT_EQ(gf, 0.0);
 }
 
 }  // namespace
