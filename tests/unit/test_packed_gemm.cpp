@@ -56,6 +56,16 @@ std::vector<float> random_x(size_t n, std::mt19937& g) {
   return x;
 }
 
+// A [out, in] bf16 tensor over the bytes of `w`.
+TensorView bf16_view(const std::vector<uint8_t>& w, int out, int in) {
+  TensorView tv;
+  tv.dtype = DType::kBF16;
+  tv.shape = {out, in};
+  tv.data = w.data();
+  tv.nbytes = w.size();
+  return tv;
+}
+
 struct Shape {
   int m, n, k;
 };
@@ -144,11 +154,7 @@ TEST(PackedGemm, LinearRowsDoNotDependOnNeighboursOrThreads) {
   std::mt19937 g(7);
   const int in = 384, out = 200;
   const std::vector<uint8_t> wb = random_weights(DType::kBF16, out, in, g);
-  TensorView tv;
-  tv.dtype = DType::kBF16;
-  tv.shape = {out, in};
-  tv.data = wb.data();
-  tv.nbytes = wb.size();
+  const TensorView tv = bf16_view(wb, out, in);
   const std::vector<float> bias = random_x(out, g);
   TensorView bv;
   bv.dtype = DType::kF32;
@@ -259,11 +265,7 @@ TEST(PackedGemmBf16Dot, LinearRowsDoNotDependOnNeighboursOrThreads) {
   std::mt19937 g(8);
   const int in = 333, out = 200, rows = 70;
   const std::vector<uint8_t> wb = random_weights(DType::kBF16, out, in, g);
-  TensorView tv;
-  tv.dtype = DType::kBF16;
-  tv.shape = {out, in};
-  tv.data = wb.data();
-  tv.nbytes = wb.size();
+  const TensorView tv = bf16_view(wb, out, in);
   const std::vector<float> x = random_x(size_t(rows) * in, g);
   std::vector<float> ref(size_t(rows) * out);
   gemm_bf16dot_ref(x.data(), rows, in, reinterpret_cast<const uint16_t*>(wb.data()), out, in,
