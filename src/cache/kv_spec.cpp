@@ -56,13 +56,17 @@ void validate_kv_spec(const KvSpec& s) {
 std::string describe_kv(const KvSpec& s) {
   if (!s.quantized()) return s.method;
   std::string d = s.method;
-  if (s.bits_k || s.bits_v || s.method != "kvquant")
+  // KVQuant, and dLLM-KVQ channels from an artifact, take the artifact's bits (and dLLM-KVQ its
+  // KIVI group) unless flags give them (cache/make_kv_store.cpp): no default to print then.
+  const bool from_artifact =
+      s.method == "kvquant" || (s.method == "dllm-kvq" && !s.calib.empty() && s.channels.empty());
+  if (s.bits_k || s.bits_v || !from_artifact)
     d += fmt::format(" k{} v{}", s.bits_k ? s.bits_k : kKiviDefaultBits,
                      s.bits_v ? s.bits_v : kKiviDefaultBits);
   if (s.method == "dllm-kvq" && s.base == "kvquant")
     return fmt::format("dllm-kvq base kvquant (calib {}){}", s.base_calib,
                        s.calib.empty() ? "" : fmt::format(" channels {}", s.calib));
-  if (s.method != "kvquant") d += fmt::format(" g{}", s.group);
+  if (!from_artifact) d += fmt::format(" g{}", s.group);
   if (!s.calib.empty()) d += fmt::format(" calib {}", s.calib);
   return d;
 }

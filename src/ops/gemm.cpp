@@ -227,7 +227,7 @@ GemmInfo probe_onednn() {
 // it), or oneDNN's bf16 matmul (where it has a JIT kernel: AVX512-BF16/AMX). Same numerics class
 // (bf16 inputs, f32 products and sums), other summation orders. A dot-product instruction is not
 // faster on every CPU that has one: on Zen 4 oneDNN's ran at ~2x the f32 rate, on an Emerald
-// Rapids Xeon at 0.55-0.75x, and on a Xeon whose vdpbf16ps retires at half the FMA rate it cannot
+// Rapids Xeon at 0.55-0.75x, and on a Xeon whose vdpbf16ps gives half the FMA FLOP rate it cannot
 // win (docs/performance.md). So the choice is measured, not read from a CPU-model table: a weight
 // panel's product (256 x 1024) at the dual-cache step's 32 rows and at a prompt's 256, one per
 // thread on every thread as the engine runs them; a candidate replaces widening only if it takes

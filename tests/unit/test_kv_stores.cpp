@@ -14,6 +14,7 @@
 
 #include "cache/dense_kv_store.h"
 #include "cache/kivi_kv_store.h"
+#include "cache/kv_spec.h"
 #include "cache/kv_store.h"
 #include "cache/kvquant_kv_store.h"
 #include "io/calib_artifact.h"
@@ -680,6 +681,34 @@ TEST(KvStoreKvQuant, OutliersAreFp16) {
     // A quantized value would sit inside the thresholds, far from the planted one.
     EXPECT_TRUE(pre[ch] < L.k_lower[c] - 1.0 || pre[ch] > L.k_upper[c] + 1.0);
   }
+}
+
+}  // namespace
+}  // namespace dllmq
+
+namespace dllmq {
+namespace {
+
+// The store named in a run's header (eval's config.json, generate --json) says what runs: a
+// dLLM-KVQ artifact brings its own bits and KIVI group, so no flag default may be printed for
+// them (the header once said "k2 v2 g32" for a 4-bit artifact run).
+TEST(DescribeKv, NamesOnlyWhatTheFlagsDecide) {
+  KvSpec s;
+  s.method = "kivi";
+  EXPECT_EQ(describe_kv(s), "kivi k2 v2 g32");
+  s.method = "dllm-kvq";
+  s.calib = "a.safetensors";
+  EXPECT_EQ(describe_kv(s), "dllm-kvq calib a.safetensors");
+  s.bits_k = s.bits_v = 4;
+  EXPECT_EQ(describe_kv(s), "dllm-kvq k4 v4 calib a.safetensors");
+  s = KvSpec{};
+  s.method = "dllm-kvq";
+  s.channels = "0:0:1";
+  EXPECT_EQ(describe_kv(s), "dllm-kvq k2 v2 g32");
+  s = KvSpec{};
+  s.method = "kvquant";
+  s.calib = "q.safetensors";
+  EXPECT_EQ(describe_kv(s), "kvquant calib q.safetensors");
 }
 
 }  // namespace
