@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "ops/packed_kernel.h"
+#include "ops/packed_kernel_impl.h"  // for_each_tile
 
 namespace dllmq::kern {
 namespace {
@@ -154,23 +155,15 @@ void gemm_bf16dot_avx512(const GemmArgs& a) {
   const int kc = k_block(total, a.k);
   const auto* w0 = static_cast<const unsigned char*>(a.w);
   const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
-  constexpr int kGroup = 4;  // panels whose K block stays cached while every row passes
   alignas(64) uint32_t xp[MR * (KC_MAX / 2)];
   for (int k0 = 0; k0 < a.k; k0 += kc) {
     const int kcur = a.k - k0 < kc ? a.k - k0 : kc;
     const int ldp = (kcur + 1) / 2;
-    for (int pg = a.p0; pg < a.p1; pg += kGroup) {
-      const int pe = pg + kGroup < a.p1 ? pg + kGroup : a.p1;
-      for (int b = 0; b < a.n_blocks; ++b) {
-        const Block& bl = a.blocks[b];
-        for (int r = 0; r < bl.m; r += MR) {
-          const int nr = bl.m - r < MR ? bl.m - r : MR;
-          make_pairs(bl.x + r * bl.ldx + k0, bl.ldx, nr, kcur, xp, ldp);
-          kRows[nr - 1](xp, ldp, w0 + k0 * KSTRIDE, pstride, kcur, k0 == 0, bl.y + r * bl.ldy,
-                        bl.ldy, pg, pe, a.n);
-        }
-      }
-    }
+    for_each_tile<MR>(a, [&](const Block& bl, int r, int nr, int pg, int pe) {
+      make_pairs(bl.x + r * bl.ldx + k0, bl.ldx, nr, kcur, xp, ldp);
+      kRows[nr - 1](xp, ldp, w0 + k0 * KSTRIDE, pstride, kcur, k0 == 0, bl.y + r * bl.ldy, bl.ldy,
+                    pg, pe, a.n);
+    });
   }
 }
 

@@ -28,6 +28,20 @@
 
 namespace dllmq::kern {
 
+// The order every packed kernel visits one K block in: panel groups of 4 (their K block stays
+// cached while every row passes), then each block's row tiles of up to MR rows:
+// fn(block, first row, rows, first panel, end panel).
+template <int MR, class Fn>
+inline __attribute__((always_inline)) void for_each_tile(const GemmArgs& a, Fn&& fn) {
+  constexpr int kGroup = 4;
+  for (int pg = a.p0; pg < a.p1; pg += kGroup) {
+    const int pe = pg + kGroup < a.p1 ? pg + kGroup : a.p1;
+    for (int b = 0; b < a.n_blocks; ++b)
+      for (int r = 0; r < a.blocks[b].m; r += MR)
+        fn(a.blocks[b], r, a.blocks[b].m - r < MR ? a.blocks[b].m - r : MR, pg, pe);
+  }
+}
+
 template <class V, WType T, bool RW>
 struct PackedGemm {
   using R = typename V::R;
@@ -251,20 +265,12 @@ struct PackedGemm {
   static void block_pass(const GemmArgs& a, int k0, int kcur, int g0, int g1) {
     const auto* w0 = static_cast<const unsigned char*>(a.w);
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
-    constexpr int kGroup = 4;  // panels whose K block stays cached while every row passes
     const bool first = k0 == 0;
     const KPos kp{&a.q, k0, g0, g1, 0};
-    for (int pg = a.p0; pg < a.p1; pg += kGroup) {
-      const int pe = pg + kGroup < a.p1 ? pg + kGroup : a.p1;
-      for (int b = 0; b < a.n_blocks; ++b) {
-        const Block& bl = a.blocks[b];
-        for (int r = 0; r < bl.m; r += MR) {
-          const int nr = bl.m - r < MR ? bl.m - r : MR;
-          rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
-                      bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp);
-        }
-      }
-    }
+    for_each_tile<MR>(a, [&](const Block& bl, int r, int nr, int pg, int pe) {
+      rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
+                  bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp);
+    });
   }
 
   static void run(const GemmArgs& a) {
