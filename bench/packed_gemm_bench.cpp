@@ -59,12 +59,12 @@ void BM_PackedGemm(benchmark::State& st) {
   std::vector<uint16_t> wb(wf.size());
   for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
   if (which == 4) {
-    std::vector<uint16_t> xb(x.size());
-    for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
     if (!gemm_info().bf16_jit) {
       st.SkipWithError("no oneDNN bf16 JIT kernel here");
       return;
     }
+    std::vector<uint16_t> xb(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
     for (auto _ : st) {
 #pragma omp parallel num_threads(1)
       gemm_bf16_nt_onednn(m, kN, k, xb.data(), k, wb.data(), k, y.data(), kN);

@@ -152,20 +152,24 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
     }
     blocks = reordered;
   }
-  // bf16 compute: the activations rounded once, shared by every thread.
+  // bf16 weights in bf16 compute: on the AVX512-BF16 dot product where it measured faster. That
+  // kernel rounds the activations itself (as vcvtne2ps2bf16 does: denormals to zero first), so
+  // they go in unrounded; for the widening kernels they are rounded once, shared by every thread.
+  const bool dot = bf16 && gemm_info().bf16_dot && bf16dot_available(*pw);
+  const bool round_x = bf16 && !dot;
   thread_local InputScratch xs;
   thread_local std::vector<kern::Block> kb_tls;
   std::vector<kern::Block>& kb = kb_tls;
   kb.clear();
   size_t nx = 0;
   for (const LinearRows& b : blocks) nx += size_t(std::max(b.n, 0)) * in;
-  if (bf16 && xs.f32.size() < nx) xs.f32.resize(nx);
+  if (round_x && xs.f32.size() < nx) xs.f32.resize(nx);
   size_t off = 0;
   int rows = 0;
   for (const LinearRows& b : blocks) {
     if (b.n <= 0) continue;
     const float* x = b.x;
-    if (bf16) {
+    if (round_x) {
       round_to_bf16(b.x, xs.f32.data() + off, size_t(b.n) * in);
       x = xs.f32.data() + off;
       off += size_t(b.n) * in;
@@ -175,8 +179,6 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   }
   if (kb.empty()) return;
   const bool round_w = bf16;
-  // bf16 weights in bf16 compute: on the AVX512-BF16 dot product where it measured faster.
-  const bool dot = bf16 && gemm_info().bf16_dot && bf16dot_available(*pw);
   const int panels = pw->panels();
   const double flops = 2.0 * rows * double(l.out) * in;
   run_panel_split(kb, panels, flops, [&](std::span<const kern::Block> b, int p0, int p1) {

@@ -306,10 +306,6 @@ double measure_fma_peak_gflops(Isa isa, double min_s) {
   return double(kIters) * flops / s * 1e-9;
 }
 
-}  // namespace dllmq
-
-namespace dllmq {
-
 double measure_bf16dot_peak_gflops(double min_s) {
   if (!isa_available(Isa::kAvx512) || !cpu_has_avx512_bf16()) return 0.0;
   constexpr long kIters = 1 << 20;

@@ -264,9 +264,15 @@ TEST(PackedGemmBf16Dot, LinearRowsDoNotDependOnNeighboursOrThreads) {
   ASSERT_TRUE(gemm_set_bf16_dot(true));
   std::mt19937 g(8);
   const int in = 333, out = 200, rows = 70;
-  const std::vector<uint8_t> wb = random_weights(DType::kBF16, out, in, g);
+  std::vector<uint8_t> wb = random_weights(DType::kBF16, out, in, g);
+  // Row 5 is all the largest f32 denormal, and every 7th weight is 4.0: rounding that row to bf16
+  // before the kernel makes it the smallest normal and its products normal (non-zero outputs);
+  // the instruction reads a denormal as zero, and linear() must too.
+  for (size_t i = 0; i < wb.size() / 2; i += 7) reinterpret_cast<uint16_t*>(wb.data())[i] = 0x4080;
   const TensorView tv = bf16_view(wb, out, in);
-  const std::vector<float> x = random_x(size_t(rows) * in, g);
+  std::vector<float> x = random_x(size_t(rows) * in, g);
+  const uint32_t big_denormal = 0x007fffffu;
+  for (int i = 0; i < in; ++i) std::memcpy(&x[size_t(5) * in + i], &big_denormal, 4);
   std::vector<float> ref(size_t(rows) * out);
   gemm_bf16dot_ref(x.data(), rows, in, reinterpret_cast<const uint16_t*>(wb.data()), out, in,
                    ref.data(), out);
