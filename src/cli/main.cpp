@@ -4,12 +4,10 @@
 #include <new>
 
 #include "cli/commands.h"
-#include "cli/openmp_policy.h"
 #include "cli/settings_names.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
-  dllmq::cli::ensure_passive_openmp();  // before any OpenMP region (see openmp_policy.cpp)
   CLI::App app{"dllmq: diffusion LM inference with quantized KV caches"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dllmq 0.1.0");

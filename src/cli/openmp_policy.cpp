@@ -11,47 +11,22 @@
 // in process 10-18% faster, the batched server 5-25%, one request at a time unchanged (+12% CPU
 // for the same wall time); with two CPU hogs beside it, batched 11% faster than passive, where
 // the default spin count made it 2.7x slower. OMP_WAIT_POLICY or GOMP_SPINCOUNT set by the user
-// are left alone. libgomp reads them when it loads, so the process re-executes itself once.
+// are left alone. libgomp reads them when it loads, before main(): a startup library sets them
+// (src/startup/openmp_wait_env.cpp, which says how it comes first).
 #include "cli/openmp_policy.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
-#include <vector>
+
+#include "startup/openmp_wait_env.h"
 
 namespace dllmq::cli {
-
-namespace {
-constexpr const char* kSpinCount = "10000";
-}  // namespace
-
-void ensure_passive_openmp() {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  for (size_t i = 0; i < all.size();) {
-    const size_t j = all.find('\0', i);
-    args.push_back(all.substr(i, j - i));
-    i = j == std::string::npos ? all.size() : j + 1;
-  }
-  if (args.empty()) return;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  setenv("GOMP_SPINCOUNT", kSpinCount, 1);
-  execv("/proc/self/exe", argv.data());
-  // Not re-executed (no /proc?): run as we are.
-}
 
 std::string openmp_wait_description() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin = std::getenv("GOMP_SPINCOUNT");
-  return std::string(policy ? policy : "default") + ", spin " + (spin ? spin : "default");
+  return std::string(policy ? policy : "default") + ", spin " + (spin ? spin : "default") +
+         (dllmq_openmp_wait_defaults_set() ? "" : ", user's");
 }
 
 }  // namespace dllmq::cli
