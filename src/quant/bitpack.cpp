@@ -1,10 +1,5 @@
 #include "quant/bitpack.h"
 
-// GCC 12 flags the deliberately undefined registers inside avx512fintrin.h's own intrinsics as
-// maybe-uninitialized (GCC bug 105593) once they inline here.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -13,6 +8,7 @@
 #include <string_view>
 
 #include "quant/dequant_isa.h"
+#include "quant/dequant_kernel.h"
 #include "quant/uniform.h"
 #include "util/error.h"
 
@@ -110,222 +106,20 @@ void dequant_scalar(const uint8_t* packed, int n, int bits, const float* lut, co
   }
 }
 
-// ---- AVX2
-// ---------------------------------------------------------------------------------------- Helpers
-// carry only "avx2,fma" so they can inline into both the AVX2 and the AVX-512 kernels.
-
-// Parameters of the 8 outputs c .. c + 7: per lane (group 1), one broadcast pair when they share
-// a group, else gathered lane by lane.
-__attribute__((target("avx2,fma"))) inline void params8(const float* a, const float* b, int group,
-                                                        int n, int c, __m256* va, __m256* vb) {
-  if (group == 1) {
-    *va = _mm256_loadu_ps(a + c);
-    *vb = _mm256_loadu_ps(b + c);
-    return;
-  }
-  if (group >= n) {
-    *va = _mm256_set1_ps(a[0]);
-    *vb = _mm256_set1_ps(b[0]);
-    return;
-  }
-  const int g0 = c / group;
-  if (group % 8 == 0 || g0 == (c + 7) / group) {  // c is a multiple of 8
-    *va = _mm256_set1_ps(a[g0]);
-    *vb = _mm256_set1_ps(b[g0]);
-    return;
-  }
-  alignas(32) float ta[8], tb[8];
-  for (int l = 0; l < 8; ++l) {
-    ta[l] = a[(c + l) / group];
-    tb[l] = b[(c + l) / group];
-  }
-  *va = _mm256_load_ps(ta);
-  *vb = _mm256_load_ps(tb);
-}
-
-// lut[codes] for 8 lanes: 16 entries live in two registers; permutevar8x32 reads the low 3 bits
-// of each index and bit 3 picks the register (blendv looks at the sign bit, hence << 28).
-__attribute__((target("avx2,fma"))) inline __m256 lut8(__m256i codes, int bits, __m256 lo,
-                                                       __m256 hi, const float* lut) {
-  if (bits > 4) return _mm256_i32gather_ps(lut, codes, 4);
-  const __m256 from_lo = _mm256_permutevar8x32_ps(lo, codes);
-  if (bits < 4) return from_lo;
-  const __m256 from_hi = _mm256_permutevar8x32_ps(hi, codes);
-  return _mm256_blendv_ps(from_lo, from_hi, _mm256_castsi256_ps(_mm256_slli_epi32(codes, 28)));
-}
-
-template <bool kLut>
-__attribute__((target("avx2,fma"))) inline void run8(__m256i codes, int c, int bits,
-                                                     const float* lut, __m256 lut_lo, __m256 lut_hi,
-                                                     const float* a, const float* b, int group,
-                                                     int n, float* out) {
-  __m256 va, vb;
-  params8(a, b, group, n, c, &va, &vb);
-  const __m256 v = kLut ? lut8(codes, bits, lut_lo, lut_hi, lut) : _mm256_cvtepi32_ps(codes);
-  _mm256_storeu_ps(out + c, _mm256_fmadd_ps(v, va, vb));
-}
-
-// A chunk of w = 8 bytes: one 8-lane run per shift.
-template <bool kLut>
-__attribute__((target("avx2,fma"))) inline void chunk8_avx2(const uint8_t* p, int s, int m,
-                                                            int bits, const float* lut,
-                                                            __m256 lut_lo, __m256 lut_hi,
-                                                            const float* a, const float* b,
-                                                            int group, int n, float* out) {
-  const int k = 8 / bits;
-  const __m256i mask = _mm256_set1_epi32((1 << bits) - 1);
-  const __m256i raw = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  for (int i = 0; i < k; ++i) {
-    const int c = s + i * 8;
-    const int valid = std::min(8, m - i * 8);
-    if (valid == 8) {
-      const __m128i sh = _mm_cvtsi32_si128(bits * i);
-      const __m256i codes = _mm256_and_si256(_mm256_srl_epi32(raw, sh), mask);
-      run8<kLut>(codes, c, bits, lut, lut_lo, lut_hi, a, b, group, n, out);
-    } else if (valid > 0) {
-      plane_scalar<kLut>(p, c, valid, bits * i, bits, lut, a, b, group, out);
-    }
-  }
-}
-
-// kBits is 2, 4 or 8 (b = 3 goes to the scalar kernel); a compile-time width lets the plane
-// loop unroll with constant shifts.
-template <bool kLut, int kBits>
-__attribute__((target("avx2,fma,f16c"))) void dequant_avx2(const uint8_t* packed, int n,
-                                                           const float* lut, const float* a,
-                                                           const float* b, int group, float* out) {
-  constexpr int bits = kBits;
-  alignas(32) float table[16] = {};
-  if (kLut && bits <= 4) std::memcpy(table, lut, sizeof(float) << bits);
-  const __m256 lut_lo = _mm256_load_ps(table), lut_hi = _mm256_load_ps(table + 8);
-  const int k = 8 / bits;
-  const __m256i mask = _mm256_set1_epi32((1 << bits) - 1);
-  const uint8_t* p = packed;
-  for (int s = 0; s < n; s += 16 * k) {
-    const int m = std::min(16 * k, n - s);
-    const int w = (m + k - 1) / k;
-    if (w == 16) {
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      const __m256i lo = _mm256_cvtepu8_epi32(raw);
-      const __m256i hi = _mm256_cvtepu8_epi32(_mm_srli_si128(raw, 8));
-      for (int i = 0; i < k; ++i) {
-        const int c = s + i * 16;
-        const int valid = std::min(16, m - i * 16);
-        if (valid == 16) {
-          const __m128i sh = _mm_cvtsi32_si128(bits * i);
-          const __m256i c_lo = _mm256_and_si256(_mm256_srl_epi32(lo, sh), mask);
-          const __m256i c_hi = _mm256_and_si256(_mm256_srl_epi32(hi, sh), mask);
-          run8<kLut>(c_lo, c, bits, lut, lut_lo, lut_hi, a, b, group, n, out);
-          run8<kLut>(c_hi, c + 8, bits, lut, lut_lo, lut_hi, a, b, group, n, out);
-        } else if (valid > 0) {
-          plane_scalar<kLut>(p, c, valid, bits * i, bits, lut, a, b, group, out);
-        }
-      }
-    } else if (w == 8) {
-      chunk8_avx2<kLut>(p, s, m, bits, lut, lut_lo, lut_hi, a, b, group, n, out);
-    } else {
-      chunk_scalar<kLut>(p, s, m, w, bits, lut, a, b, group, out);
-    }
-    p += w;
-  }
-}
-
-// ---- AVX-512
-// -------------------------------------------------------------------------------------
-
-__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) inline void params16(
-    const float* a, const float* b, int group, int n, int c, __m512* va, __m512* vb) {
-  if (group == 1) {
-    *va = _mm512_loadu_ps(a + c);
-    *vb = _mm512_loadu_ps(b + c);
-    return;
-  }
-  if (group >= n) {
-    *va = _mm512_set1_ps(a[0]);
-    *vb = _mm512_set1_ps(b[0]);
-    return;
-  }
-  const int g0 = c / group;
-  if (group % 16 == 0 || g0 == (c + 15) / group) {  // c is a multiple of 16
-    *va = _mm512_set1_ps(a[g0]);
-    *vb = _mm512_set1_ps(b[g0]);
-    return;
-  }
-  alignas(64) float ta[16], tb[16];
-  for (int l = 0; l < 16; ++l) {
-    ta[l] = a[(c + l) / group];
-    tb[l] = b[(c + l) / group];
-  }
-  *va = _mm512_load_ps(ta);
-  *vb = _mm512_load_ps(tb);
-}
-
-template <bool kLut, int kBits>
-__attribute__((target("avx512f,avx512bw,avx512vl,fma"))) void dequant_avx512(
-    const uint8_t* packed, int n, const float* lut, const float* a, const float* b, int group,
-    float* out) {
-  constexpr int bits = kBits;
-  alignas(64) float table[16] = {};
-  if (kLut && bits <= 4) std::memcpy(table, lut, sizeof(float) << bits);
-  const __m512 lut16 = _mm512_load_ps(table);
-  const __m256 lut_lo = _mm256_load_ps(table), lut_hi = _mm256_load_ps(table + 8);
-  const int k = 8 / bits;
-  const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
-  const uint8_t* p = packed;
-  for (int s = 0; s < n; s += 16 * k) {
-    const int m = std::min(16 * k, n - s);
-    const int w = (m + k - 1) / k;
-    if (w == 16) {
-      const __m512i raw =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-      for (int i = 0; i < k; ++i) {
-        const int c = s + i * 16;
-        const int valid = std::min(16, m - i * 16);
-        if (valid == 16) {
-          const __m512i codes =
-              _mm512_and_si512(_mm512_srl_epi32(raw, _mm_cvtsi32_si128(bits * i)), mask);
-          __m512 va, vb;
-          params16(a, b, group, n, c, &va, &vb);
-          __m512 v;
-          if (!kLut) {
-            v = _mm512_cvtepi32_ps(codes);
-          } else if (bits <= 4) {
-            v = _mm512_permutexvar_ps(codes, lut16);
-          } else {
-            v = _mm512_i32gather_ps(codes, lut, 4);
-          }
-          _mm512_storeu_ps(out + c, _mm512_fmadd_ps(v, va, vb));
-        } else if (valid > 0) {
-          plane_scalar<kLut>(p, c, valid, bits * i, bits, lut, a, b, group, out);
-        }
-      }
-    } else if (w == 8) {
-      chunk8_avx2<kLut>(p, s, m, bits, lut, lut_lo, lut_hi, a, b, group, n, out);
-    } else {
-      chunk_scalar<kLut>(p, s, m, w, bits, lut, a, b, group, out);
-    }
-    p += w;
-  }
-}
-
 // ---- dispatch
 // ------------------------------------------------------------------------------------
 
-// Runs the kernel of `isa` (which the caller has checked the CPU supports).
+// Runs the kernel of `isa` (which the caller has checked the CPU supports). The SIMD kernels are
+// compiled per instruction set from one source (dequant_kernel_impl.h).
 template <bool kLut>
 void dequant_row(Isa isa, const uint8_t* packed, int n, int bits, const float* lut, const float* a,
                  const float* b, int group, float* out) {
-  if (isa == Isa::kScalar || bits == 3) {
+  if (isa == Isa::kScalar || bits == 3)
     dequant_scalar<kLut>(packed, n, bits, lut, a, b, group, out);
-  } else if (isa == Isa::kAvx512) {
-    if (bits == 2) dequant_avx512<kLut, 2>(packed, n, lut, a, b, group, out);
-    if (bits == 4) dequant_avx512<kLut, 4>(packed, n, lut, a, b, group, out);
-    if (bits == 8) dequant_avx512<kLut, 8>(packed, n, lut, a, b, group, out);
-  } else {
-    if (bits == 2) dequant_avx2<kLut, 2>(packed, n, lut, a, b, group, out);
-    if (bits == 4) dequant_avx2<kLut, 4>(packed, n, lut, a, b, group, out);
-    if (bits == 8) dequant_avx2<kLut, 8>(packed, n, lut, a, b, group, out);
-  }
+  else if (isa == Isa::kAvx512)
+    kern::dequant_kernel_avx512(kLut, bits)(packed, n, lut, a, b, group, out);
+  else
+    kern::dequant_kernel_avx2(kLut, bits)(packed, n, lut, a, b, group, out);
 }
 
 // DLLMQ_QUANT_ISA (kept from before the shared switch) overrides DLLMQ_ISA for the dequantization
@@ -349,6 +143,28 @@ void check_dequant_args(const char* what, int n, int bits, int group) {
 }
 
 }  // namespace
+
+namespace kern {
+
+void dequant_chunk_scalar(bool lut, const uint8_t* p, int s, int m, int w, int bits,
+                          const float* table, const float* a, const float* b, int group,
+                          float* out) {
+  if (lut)
+    chunk_scalar<true>(p, s, m, w, bits, table, a, b, group, out);
+  else
+    chunk_scalar<false>(p, s, m, w, bits, table, a, b, group, out);
+}
+
+void dequant_plane_scalar(bool lut, const uint8_t* p, int c0, int valid, int shift, int bits,
+                          const float* table, const float* a, const float* b, int group,
+                          float* out) {
+  if (lut)
+    plane_scalar<true>(p, c0, valid, shift, bits, table, a, b, group, out);
+  else
+    plane_scalar<false>(p, c0, valid, shift, bits, table, a, b, group, out);
+}
+
+}  // namespace kern
 
 size_t packed_row_bytes(int n, int bits) {
   return (static_cast<size_t>(n) * static_cast<size_t>(bits) + 7) / 8;
