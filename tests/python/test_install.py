@@ -86,9 +86,12 @@ def test_debian_package(build, ref_exe, res, work):
     if shutil.which("dpkg-query") is None:
         print("SKIP debian-package: not a Debian system")
         return
-    if subprocess.run(["dpkg-query", "-W", "dllmq"], capture_output=True).returncode == 0:
+    # Installed, not merely known: a removed package keeps a "deinstall ok config-files" record.
+    st = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "dllmq"], capture_output=True,
+                        text=True)
+    if st.returncode == 0 and st.stdout.strip().endswith(" installed"):
         res.check("deb/not-installed-before", False,
-                  "a dllmq package is already installed; remove it first (dpkg -r dllmq)")
+                  "a dllmq package is already installed; remove it first (dpkg --purge dllmq)")
         return
     pkgdir = os.path.join(work, "pkg")
     os.makedirs(pkgdir, exist_ok=True)
@@ -118,7 +121,10 @@ def test_debian_package(build, ref_exe, res, work):
             res.check("deb/model-in-usr-share",
                       got["model_dir"].startswith("/usr/share/dllmq/models/"), got["model_dir"])
     finally:
-        p = subprocess.run(["dpkg", "-r", "dllmq"], capture_output=True, text=True, timeout=300)
+        # Purged, not just removed: the package has maintainer scripts (ldconfig, for its private
+        # library), so a plain removal leaves its record behind for the next run to trip on.
+        p = subprocess.run(["dpkg", "--purge", "dllmq"], capture_output=True, text=True,
+                           timeout=300)
         res.check("deb/installed-files-gone", not os.path.exists("/usr/share/dllmq/models"),
                   "/usr/share/dllmq/models")
         res.check("deb/removes", p.returncode == 0 and not os.path.exists("/usr/bin/dllmq"),
