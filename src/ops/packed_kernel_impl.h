@@ -55,6 +55,8 @@ struct PackedGemm {
   // bytes per k of a panel
   static constexpr ptrdiff_t KSTRIDE = !Q ? ptrdiff_t(NR) * ESZ : BYTE_CODES ? NR : NR / 2;
   static constexpr int MR = V::MR;  // rows of a full tile
+  // How far ahead in a panel the weights are prefetched into L1 (see outer()).
+  static constexpr ptrdiff_t kPrefetchBytes = 2048;
 
   // The NR weights of one k of a panel as two f32 vectors (columns [0, W) and [W, 2W)).
   static inline __attribute__((always_inline)) void load_w(const unsigned char* p, R& lo, R& hi) {
@@ -146,6 +148,13 @@ struct PackedGemm {
                                                           ptrdiff_t pstride, int kb, int ke,
                                                           const RI* z) {
     for (int kk = kb; kk < ke; ++kk) {
+      // The panels' weights 2 KiB ahead, into L1: a 32-row dual-cache product streams every
+      // weight once per step from L3 (the embedded and benchmark models do not fit L2), and the
+      // hardware prefetchers alone left it at 188-200 GFLOP/s on two cores, 224-240 with this
+      // (d 1024 benchmark model, dual cache; docs/performance.md). No effect on the bits.
+#pragma GCC unroll 16
+      for (int p = 0; p < NP; ++p)
+        __builtin_prefetch(w + p * pstride + kk * KSTRIDE + kPrefetchBytes, 0, 3);
       R b[2 * NP];
 #pragma GCC unroll 16
       for (int p = 0; p < NP; ++p) {
