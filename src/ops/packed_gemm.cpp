@@ -1,5 +1,7 @@
 #include "ops/packed_gemm.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -313,5 +315,18 @@ double measure_bf16dot_peak_gflops(double min_s) {
   const double s = best_time([&] { sink = kern::dp_burn_avx512bf16(kIters, sink); }, min_s);
   return double(kIters) * kern::kBurnFlopsBf16Dot / s * 1e-9;
 }
+
+namespace kern {
+
+int k_block_budget_floats() {
+  static const int floats = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const long bytes = l2 > 0 ? l2 : 1L << 20;
+    return int(std::clamp(bytes / 8 * 3 / long(sizeof(float)), 16384L, 1L << 20));
+  }();
+  return floats;
+}
+
+}  // namespace kern
 
 }  // namespace dllmq

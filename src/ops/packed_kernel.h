@@ -68,6 +68,11 @@ void gemm_avx512(const GemmArgs& a);
 // WType::kBF16 with lanes 16, on a CPU with AVX512-BF16.
 void gemm_bf16dot_avx512(const GemmArgs& a);
 
+// Floats of activations a K block may hold for all its rows: 3/8 of one core's L2 (768 KiB of the
+// Xeons' 2 MiB, 384 KiB of Zen 4's 1 MiB), from sysconf, 384 KiB where the size is unknown.
+// Computed once (packed_gemm.cpp).
+int k_block_budget_floats();
+
 // Independent FMA chains (12 AVX2 / 24 AVX-512 vectors) for `iters` rounds on one thread: the
 // core's f32 FMA peak is flops / time (measure_fma_peak_gflops). Returns a value that depends on
 // every chain.

@@ -262,11 +262,11 @@ struct PackedGemm {
   static RowsFn rows_fn(int r);
 
   // Reduction values per K block: the block's activations of every row (rows x kc floats) stay
-  // in L2 (768 KiB of it; the Xeons and Zen 4 here have 1-2 MiB per core) while the panels stream
-  // past them once. 192 KiB was 6-8% slower with no cache (256 rows: 128-value blocks, each
-  // reloading and storing the accumulators) and no faster at 32 rows (docs/performance.md).
+  // in L2 (3/8 of it, k_block_budget_floats) while the panels stream past them once. A fixed
+  // 192 KiB was 6-8% slower with no cache on the 2 MiB-L2 Xeon (256 rows: 192-value blocks,
+  // each reloading and storing the accumulators) and no faster at 32 rows (docs/performance.md).
   static int k_block(int total_rows, int k) {
-    int kc = 196608 / (total_rows > 0 ? total_rows : 1);
+    int kc = k_block_budget_floats() / (total_rows > 0 ? total_rows : 1);
     kc = kc < 128 ? 128 : kc;
     kc = (kc + 7) / 8 * 8;
     return kc > k ? k : kc;
