@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #include "quant/dequant_isa.h"
 #include "quant/dequant_kernel.h"
@@ -146,22 +147,29 @@ void check_dequant_args(const char* what, int n, int bits, int group) {
 
 namespace kern {
 
+// fn(std::true_type or std::false_type): the kLut instantiation chosen at run time.
+template <class Fn>
+void with_lut(bool lut, Fn&& fn) {
+  if (lut)
+    fn(std::true_type{});
+  else
+    fn(std::false_type{});
+}
+
 void dequant_chunk_scalar(bool lut, const uint8_t* p, int s, int m, int w, int bits,
                           const float* table, const float* a, const float* b, int group,
                           float* out) {
-  if (lut)
-    chunk_scalar<true>(p, s, m, w, bits, table, a, b, group, out);
-  else
-    chunk_scalar<false>(p, s, m, w, bits, table, a, b, group, out);
+  with_lut(lut, [&](auto k) {
+    chunk_scalar<decltype(k)::value>(p, s, m, w, bits, table, a, b, group, out);
+  });
 }
 
 void dequant_plane_scalar(bool lut, const uint8_t* p, int c0, int valid, int shift, int bits,
                           const float* table, const float* a, const float* b, int group,
                           float* out) {
-  if (lut)
-    plane_scalar<true>(p, c0, valid, shift, bits, table, a, b, group, out);
-  else
-    plane_scalar<false>(p, c0, valid, shift, bits, table, a, b, group, out);
+  with_lut(lut, [&](auto k) {
+    plane_scalar<decltype(k)::value>(p, c0, valid, shift, bits, table, a, b, group, out);
+  });
 }
 
 }  // namespace kern
