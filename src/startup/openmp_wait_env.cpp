@@ -26,4 +26,6 @@ bool g_set = false;
 
 }  // namespace
 
-extern "C" bool dllmq_openmp_wait_defaults_set() { return g_set; }
+extern "C" bool dllmq_openmp_wait_defaults_set() {
+  return g_set;
+}
