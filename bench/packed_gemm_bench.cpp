@@ -10,8 +10,9 @@
 // bf16 compute's other candidates on CPUs with AVX512-BF16: our vdpbf16ps kernel over the same
 // AVX-512 panels, and oneDNN's bf16 matmul (AMX where the CPU has it), as a share of the core's
 // vdpbf16ps peak (measure_bf16dot_peak_gflops; twice the FMA FLOPs per instruction).
+// Our AMX kernel (ops/amx_gemm.h) as a share of the core's AMX bf16 peak (measure_amx_peak_gflops).
 // Args: isa (1 avx2, 2 avx512; 0 = oneDNN f32; 3 = AVX512-BF16 dot kernel, 4 = oneDNN bf16
-// matmul), m, k, weight dtype (0 f32, 1 bf16).
+// matmul, 5 = AMX kernel), m, k, weight dtype (0 f32, 1 bf16).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -19,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "ops/amx_gemm.h"
 #include "ops/gemm.h"
 #include "ops/packed_gemm.h"
 #include "util/cpu_isa.h"
@@ -35,6 +37,11 @@ double peak(Isa isa) {
   return it->second;
 }
 
+double amx_peak() {
+  static const double p = measure_amx_peak_gflops(0.3);
+  return p;
+}
+
 double dot_peak() {
   static const double p = measure_bf16dot_peak_gflops(0.3);
   return p;
@@ -45,9 +52,10 @@ constexpr int kN = 1024;
 void BM_PackedGemm(benchmark::State& st) {
   const int which = int(st.range(0)), m = int(st.range(1)), k = int(st.range(2));
   const DType dt = st.range(3) ? DType::kBF16 : DType::kF32;
-  const bool dot = which >= 3;
+  const bool dot = which == 3 || which == 4;
   const Isa isa = which == 2 || dot ? Isa::kAvx512 : Isa::kAvx2;
-  if ((which != 0 && !isa_available(isa)) || (dot && dot_peak() == 0.0)) {
+  if ((which != 0 && !isa_available(isa)) || (dot && dot_peak() == 0.0) ||
+      (which == 5 && !amx_available())) {
     st.SkipWithError("instruction set not on this CPU");
     return;
   }
@@ -58,7 +66,12 @@ void BM_PackedGemm(benchmark::State& st) {
   for (float& v : wf) v = nd(g);
   std::vector<uint16_t> wb(wf.size());
   for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
-  if (which == 4) {
+  if (which == 5) {
+    const auto pw = pack_weight_amx(wb.data(), DType::kBF16, kN, k, false);
+    const kern::Block b{x.data(), k, m, y.data(), kN};
+    for (auto _ : st) packed_gemm_amx(*pw, {&b, 1}, 0, pw->panels());
+    st.SetLabel("AMX bf16, tdpbf16ps");
+  } else if (which == 4) {
     if (!gemm_info().bf16_jit) {
       st.SkipWithError("no oneDNN bf16 JIT kernel here");
       return;
@@ -96,7 +109,7 @@ void BM_PackedGemm(benchmark::State& st) {
   const Isa pisa = which == 0 ? best_isa() : isa;
   // Share of the core's FMA peak (the oneDNN f32 rows against the best ISA's), or of its bf16
   // dot-product peak for the bf16 candidates.
-  const double pk = dot ? dot_peak() : peak(pisa);
+  const double pk = which == 5 ? amx_peak() : dot ? dot_peak() : peak(pisa);
   st.counters["peak"] = pk;
   st.counters["pct_peak"] =
       benchmark::Counter(flops * 1e-9 * 100.0 / pk, benchmark::Counter::kIsIterationInvariantRate);
@@ -105,7 +118,7 @@ void BM_PackedGemm(benchmark::State& st) {
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int k : {1024, 4096})
     for (int m : {1, 8, 16, 32, 64, 256}) {
-      for (int which : {1, 2, 3, 4}) b->Args({which, m, k, 1});
+      for (int which : {1, 2, 3, 4, 5}) b->Args({which, m, k, 1});
       b->Args({1, m, k, 0});  // f32 weights, AVX2
       b->Args({0, m, k, 1});  // oneDNN f32 (bf16 values widened beforehand)
     }

@@ -80,6 +80,16 @@ void Model::pack_weights() {
   for_each_linear(w_, pack);  // the router and every expert, shared ones included (model/moe.h)
 }
 
+void Model::set_compute_dtype(ComputeDType d) {
+  dtype_ = d;
+  for_each_linear(w_, [d](Linear& l) {
+    if (l.empty() || l.w == nullptr || packed_for(l, d)) return;
+    l.packed.reset();
+    pack_linear(l, d);
+    release_mapped_pages(l.w->data, l.w->nbytes);
+  });
+}
+
 const std::string& Model::fingerprint() const {
   if (!fingerprint_.empty()) return fingerprint_;
   // FNV-1a 64 over the geometry, every tensor's name, dtype and shape, and its first and last

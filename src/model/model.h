@@ -130,7 +130,10 @@ class Model {
 
   // Precision of the projections and LM head (default f32). Attention, norms, RoPE and softmax
   // are f32 whatever it is.
-  void set_compute_dtype(ComputeDType d) { dtype_ = d; }
+  // Setting it repacks the weights whose layout the new dtype's kernels do not read (bf16
+  // compute on AMX tiles has a layout of its own, ops/amx_gemm.h), one projection at a time,
+  // from the mapped checkpoint: ~1 s per GB, once.
+  void set_compute_dtype(ComputeDType d);
   ComputeDType compute_dtype() const { return dtype_; }
 
   // --w8a8: every projection of integer codes runs on int8 activations (ops/int8_act_gemm.h), an

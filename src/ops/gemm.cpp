@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "io/dtype.h"
+#include "ops/amx_gemm.h"
 #include "ops/packed_gemm.h"
 #include "util/best_time.h"
 #include "util/cpu_features.h"
@@ -50,6 +51,7 @@ std::string lower(std::string s) {
 const char* bf16_path(const GemmInfo& i) {
   return i.bf16_native ? "native, oneDNN bf16 dot products"
          : i.bf16_dot  ? "packed kernels, AVX512-BF16 dot products (vdpbf16ps)"
+         : i.bf16_amx  ? "AMX tiles (tdpbf16ps), weights repacked for them"
                        : "packed kernels, widened to f32 in registers";
 }
 
@@ -224,38 +226,43 @@ GemmInfo probe_onednn() {
 
 // How bf16 compute multiplies: the packed kernels widening bf16 weights to f32 in registers (the
 // default), the same packed panels on the AVX512-BF16 dot product (our kernel, where the CPU has
-// it), or oneDNN's bf16 matmul (where it has a JIT kernel: AVX512-BF16/AMX). Same numerics class
-// (bf16 inputs, f32 products and sums), other summation orders. A dot-product instruction is not
-// faster on every CPU that has one: on Zen 4 oneDNN's ran at ~2x the f32 rate, on an Emerald
-// Rapids Xeon at 0.55-0.75x, and on a Xeon whose vdpbf16ps gives half the FMA FLOP rate it cannot
-// win (docs/performance.md). So the choice is measured, not read from a CPU-model table: a weight
+// it), our AMX tile kernel over weights repacked for it (where the CPU has AMX-BF16), or oneDNN's
+// bf16 matmul (where it has a JIT kernel: AVX512-BF16/AMX). Same numerics class (bf16 inputs, f32
+// products and sums), other summation orders. A dot-product instruction is not faster on every
+// CPU that has one: on Zen 4 oneDNN's ran at ~2x the f32 rate, on an Emerald Rapids Xeon at
+// 0.55-0.75x, and on a Xeon whose vdpbf16ps gives half the FMA FLOP rate it cannot win
+// (docs/performance.md). So the choice is measured, not read from a CPU-model table: a weight
 // panel's product (256 x 1024) at the dual-cache step's 32 rows and at a prompt's 256, one per
-// thread on every thread as the engine runs them; a candidate replaces widening only if it takes
-// at most 1/1.2 of its time over both, so a near tie never flips between runs.
-// DLLMQ_BF16_GEMM=widened|dot|native forces the choice (reproducing bits across machines); a
+// thread on every thread as the engine runs them; the fastest candidate replaces widening only if
+// it takes at most 1/1.2 of its time over both, so a near tie never flips between runs.
+// DLLMQ_BF16_GEMM=widened|dot|amx|native forces the choice (reproducing bits across machines); a
 // choice this CPU or build cannot run falls back to widening and says so. Run once for the
 // backend (a start-up cost of ~25 ms per candidate).
 void choose_bf16_products(GemmInfo& i) {
   i.bf16_native = false;
   i.bf16_dot = false;
+  i.bf16_amx = false;
   const bool dot_here = bf16_dot_here();
+  const bool amx_here = amx_available();
   const char* env = std::getenv("DLLMQ_BF16_GEMM");
   const std::string want = env ? lower(env) : "";
-  if (want == "native" || want == "widened" || want == "dot") {
+  if (want == "native" || want == "widened" || want == "dot" || want == "amx") {
     i.bf16_native = want == "native" && i.bf16_jit;
     i.bf16_dot = want == "dot" && dot_here;
+    i.bf16_amx = want == "amx" && amx_here;
+    const bool refused = (want == "native" && !i.bf16_native) || (want == "dot" && !i.bf16_dot) ||
+                         (want == "amx" && !i.bf16_amx);
     i.bf16_why = fmt::format("{} (DLLMQ_BF16_GEMM={}{})", bf16_path(i), want,
-                             (want == "native" && !i.bf16_native) || (want == "dot" && !i.bf16_dot)
-                                 ? ", which this CPU or build cannot run"
-                                 : "");
+                             refused ? ", which this CPU or build cannot run" : "");
     return;
   }
-  if (!i.bf16_jit && !dot_here) return;  // bf16_why says so already
+  if (!i.bf16_jit && !dot_here && !amx_here) return;  // bf16_why says so already
   constexpr int n = 256, k = 1024;
-  double native_s = 0.0, dot_s = 0.0, widened_s = 0.0;
-#pragma omp parallel reduction(max : native_s, dot_s, widened_s)
+  double native_s = 0.0, dot_s = 0.0, amx_s = 0.0, widened_s = 0.0;
+#pragma omp parallel reduction(max : native_s, dot_s, amx_s, widened_s)
   {
-    double nat = 0.0, dot = 0.0, wid = 0.0;  // this thread's sums (reduction copies start at -inf)
+    double nat = 0.0, dot = 0.0, amx = 0.0,
+           wid = 0.0;  // this thread's sums (reductions start at -inf)
     for (const int m : {32, 256}) {
       std::vector<uint16_t> a(size_t(m) * k), b(size_t(n) * k);
       for (size_t j = 0; j < a.size(); ++j) a[j] = uint16_t(0x3f00 + j % 127);  // ~[0.5, 1)
@@ -273,6 +280,10 @@ void choose_bf16_products(GemmInfo& i) {
               packed_gemm_bf16dot(*packed, {&blk, 1}, 0, packed->panels());
             },
             0.0, 5);
+      if (amx_here) {
+        const auto tiles = pack_weight_amx(b.data(), DType::kBF16, n, k, false);
+        amx += best_time([&] { packed_gemm_amx(*tiles, {&blk, 1}, 0, tiles->panels()); }, 0.0, 5);
+      }
 #ifdef DLLMQ_HAVE_ONEDNN
       if (i.bf16_jit)
         nat += best_time(
@@ -285,17 +296,29 @@ void choose_bf16_products(GemmInfo& i) {
     }
     native_s = nat;
     dot_s = dot;
+    amx_s = amx;
     widened_s = wid;
   }
-  // The faster candidate, if it beats widening by the margin.
-  const bool dot_first = dot_here && (!i.bf16_jit || dot_s <= native_s);
-  const double best_s = dot_first ? dot_s : native_s;
-  if (best_s * 1.2 <= widened_s) (dot_first ? i.bf16_dot : i.bf16_native) = true;
+  // The fastest candidate, if it beats widening by the margin.
+  struct Candidate {
+    bool here;
+    double s;
+    bool* flag;
+  };
+  const Candidate cands[] = {{dot_here, dot_s, &i.bf16_dot},
+                             {amx_here, amx_s, &i.bf16_amx},
+                             {i.bf16_jit, native_s, &i.bf16_native}};
+  const Candidate* best = nullptr;
+  for (const Candidate& cand : cands)
+    if (cand.here && (best == nullptr || cand.s < best->s)) best = &cand;
+  if (best != nullptr && best->s * 1.2 <= widened_s) *best->flag = true;
   std::string measured;
-  if (dot_here) measured += fmt::format("vdpbf16ps kernel {:.2f}x", widened_s / dot_s);
-  if (i.bf16_jit)
-    measured +=
-        fmt::format("{}oneDNN bf16 {:.2f}x", measured.empty() ? "" : ", ", widened_s / native_s);
+  auto add = [&measured](const std::string& part) {
+    measured += (measured.empty() ? "" : ", ") + part;
+  };
+  if (dot_here) add(fmt::format("vdpbf16ps kernel {:.2f}x", widened_s / dot_s));
+  if (amx_here) add(fmt::format("AMX kernel {:.2f}x", widened_s / amx_s));
+  if (i.bf16_jit) add(fmt::format("oneDNN bf16 {:.2f}x", widened_s / native_s));
   i.bf16_why =
       fmt::format("{} (measured against the widened f32 kernel here: {})", bf16_path(i), measured);
 }
@@ -395,6 +418,7 @@ bool gemm_set_bf16_native(bool native) {
   GemmInfo& b = backend();
   b.bf16_native = native && b.bf16_jit;
   b.bf16_dot = false;
+  b.bf16_amx = false;
   b.bf16_why = fmt::format("{} (forced)", bf16_path(b));
   return b.bf16_native;
 }
@@ -403,8 +427,18 @@ bool gemm_set_bf16_dot(bool dot) {
   GemmInfo& b = backend();
   b.bf16_dot = dot && bf16_dot_here();
   b.bf16_native = false;
+  b.bf16_amx = false;
   b.bf16_why = fmt::format("{} (forced)", bf16_path(b));
   return b.bf16_dot;
+}
+
+bool gemm_set_bf16_amx(bool amx) {
+  GemmInfo& b = backend();
+  b.bf16_amx = amx && amx_available();
+  b.bf16_native = false;
+  b.bf16_dot = false;
+  b.bf16_why = fmt::format("{} (forced)", bf16_path(b));
+  return b.bf16_amx;
 }
 
 int gemm_threads() {

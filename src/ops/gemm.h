@@ -28,6 +28,10 @@ struct GemmInfo {
   // (ops/packed_gemm.h, packed_gemm_bf16dot) rather than widening them: only where the CPU has
   // the instruction and it measured faster (bf16_why). Never together with bf16_native.
   bool bf16_dot = false;
+  // bf16 compute runs on AMX tiles (ops/amx_gemm.h, our kernel over weights repacked for it when
+  // the model switches to bf16 compute): only where the CPU has AMX-BF16 and it measured
+  // faster. Never together with bf16_native or bf16_dot.
+  bool bf16_amx = false;
   std::string bf16_why;
   std::string why;  // one line: why this library was chosen
   // The projections' own kernels (ops/packed_gemm.h): the instruction set they run ("avx2"...)
@@ -48,6 +52,10 @@ bool gemm_set_bf16_native(bool native);
 // Forces bf16 compute's products onto the AVX512-BF16 dot-product kernel (where the CPU has it)
 // or back to widening, as DLLMQ_BF16_GEMM=dot|widened does. Returns whether it is in use now.
 bool gemm_set_bf16_dot(bool dot);
+// Forces bf16 compute's products onto the AMX kernel (where the CPU has it) or back to widening,
+// as DLLMQ_BF16_GEMM=amx|widened does. Weights already packed keep their layout: a loaded model
+// repacks when its compute dtype is set. Returns whether it is in use now.
+bool gemm_set_bf16_amx(bool amx);
 // Whether a library is compiled in (oneDNN is optional at build time).
 bool gemm_available(GemmLib lib);
 const char* gemm_lib_name(GemmLib lib);

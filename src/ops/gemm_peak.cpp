@@ -30,7 +30,7 @@ double measure_linear_gflops(int m, int n, int k, DType wdtype, ComputeDType dt,
   }
   tv.nbytes = nw * dtype_size(wdtype);
   Linear l{&tv, nullptr, n, k};
-  pack_linear(l);  // as a loaded model's weights are
+  pack_linear(l, dt);  // as a loaded model's weights are (AMX tiles in bf16 compute where chosen)
   const double s = best_time([&] { linear(x.data(), m, l, y.data(), 0, dt); }, min_s);
   return 2.0 * m * n * k / s * 1e-9;
 }

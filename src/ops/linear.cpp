@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/amx_gemm.h"
 #include "ops/gemm.h"
 #include "ops/int8_act_gemm.h"
 #include "ops/packed_gemm.h"
@@ -42,16 +43,34 @@ bool native_bf16(const Linear& l, ComputeDType dt) {
 
 }  // namespace
 
-void pack_linear(Linear& l) {
+namespace {
+
+// Float weights in bf16 compute on AMX tiles get the AMX layout; everything else the panels.
+bool wants_amx(const Linear& l, ComputeDType dt) {
+  return dt == ComputeDType::kBF16 && l.w != nullptr && l.quant == nullptr && !l.decode &&
+         gemm_info().bf16_amx;
+}
+
+}  // namespace
+
+void pack_linear(Linear& l, ComputeDType dt) {
   if (l.packed != nullptr || l.a8 != nullptr) return;
   if (l.quant == nullptr && l.decode) l.quant = std::make_shared<const QuantMatrix>(l.decode());
   if (l.quant != nullptr) {
     l.packed = pack_quant_weight(*l.quant, dispatch_isa());
     l.quant.reset();
     l.decode = nullptr;
+  } else if (wants_amx(l, dt)) {
+    l.packed = pack_weight_amx(l.w->data, l.w->dtype, l.out, l.in);
   } else {
     l.packed = pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
   }
+}
+
+bool packed_for(const Linear& l, ComputeDType dt) {
+  if (l.a8 != nullptr) return true;
+  if (l.packed == nullptr) return false;
+  return l.packed->bits != 0 || l.packed->amx == wants_amx(l, dt);
 }
 
 int Linear::weight_bits() const {
@@ -130,11 +149,17 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   std::shared_ptr<const PackedWeight> owned;
   const PackedWeight* pw = l.packed.get();
   if (pw == nullptr) {
-    owned = l.quant    ? pack_quant_weight(*l.quant, dispatch_isa())
-            : l.decode ? pack_quant_weight(l.decode(), dispatch_isa())
-                       : pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
+    owned = l.quant            ? pack_quant_weight(*l.quant, dispatch_isa())
+            : l.decode         ? pack_quant_weight(l.decode(), dispatch_isa())
+            : wants_amx(l, dt) ? pack_weight_amx(l.w->data, l.w->dtype, l.out, l.in)
+                               : pack_weight(l.w->data, l.w->dtype, l.out, l.in, dispatch_isa());
     pw = owned.get();
   }
+  // AMX tiles multiply bf16 only: a model switched back to fp32 repacks first.
+  if (pw->amx && !bf16)
+    fail(
+        "linear: weights packed for AMX tiles multiplied in fp32 compute (repack them: "
+        "Model::set_compute_dtype)");
   // Codes whose reduction order is not ascending k (desc_act): the activations gathered into
   // it, once per call, shared by every thread.
   thread_local std::vector<float> gathered;
@@ -156,7 +181,8 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   // kernel rounds the activations itself (as vcvtne2ps2bf16 does: denormals to zero first), so
   // they go in unrounded; for the widening kernels they are rounded once, shared by every thread.
   const bool dot = bf16 && gemm_info().bf16_dot && bf16dot_available(*pw);
-  const bool round_x = bf16 && !dot;
+  const bool amx = pw->amx;  // converts the activations itself, like the dot kernel
+  const bool round_x = bf16 && !dot && !amx;
   thread_local InputScratch xs;
   thread_local std::vector<kern::Block> kb_tls;
   std::vector<kern::Block>& kb = kb_tls;
@@ -182,7 +208,9 @@ void linear_packed(std::span<const LinearRows> blocks, const Linear& l, int ldy,
   const int panels = pw->panels();
   const double flops = 2.0 * rows * double(l.out) * in;
   run_panel_split(kb, panels, flops, [&](std::span<const kern::Block> b, int p0, int p1) {
-    if (dot)
+    if (amx)
+      packed_gemm_amx(*pw, b, p0, p1);
+    else if (dot)
       packed_gemm_bf16dot(*pw, b, p0, p1);
     else
       packed_gemm(*pw, b, p0, p1, round_w);

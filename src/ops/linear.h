@@ -54,8 +54,12 @@ struct Linear {
 };
 
 // Packs l.w (or l.quant, which it then drops) for the kernels of the dispatched instruction set
-// (util/cpu_isa.h), on the OpenMP threads. Idempotent.
-void pack_linear(Linear& l);
+// (util/cpu_isa.h), on the OpenMP threads. Idempotent. With dt = kBF16 where bf16 compute runs on
+// AMX tiles (gemm_info().bf16_amx), float weights are packed for those (ops/amx_gemm.h) instead;
+// such a Linear then multiplies only in bf16 compute (Model::set_compute_dtype repacks).
+void pack_linear(Linear& l, ComputeDType dt = ComputeDType::kF32);
+// Whether l's packed layout is the one pack_linear(l, dt) makes (false when it is unpacked).
+bool packed_for(const Linear& l, ComputeDType dt);
 
 // x: [n, in] f32, y: [n, out] f32 (row stride `ldy`, default out).
 void linear(const float* x, int n, const Linear& l, float* y, int ldy = 0,

@@ -43,8 +43,13 @@ struct PackedWeight {
   Isa isa = Isa::kScalar;  // the kernels it was packed for (their vector width sets the layout)
   int lanes = 8;           // floats per vector of the layout: panels of 2 * lanes columns
   int panels() const { return (n + 2 * lanes - 1) / (2 * lanes); }
+  // AMX layout (ops/amx_gemm.h) instead of the panels above: bf16 tiles of 32 columns x 32 k,
+  // k padded with zeros to k_pad, a multiple of 32. Only bf16 compute multiplies it.
+  bool amx = false;
+  int k_pad = 0;
   // Bytes of the panels (codes, or weights in `dtype`), group tables included.
   size_t bytes() const {
+    if (amx) return size_t(panels()) * 2 * lanes * size_t(k_pad) * 2;
     const size_t per_k = bits ? size_t(2 * lanes) * bits / 8 : 2 * lanes * dtype_size(dtype);
     return size_t(panels()) * per_k * size_t(k) + (scale.size() + zero.size()) * 4;
   }

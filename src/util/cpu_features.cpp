@@ -49,6 +49,8 @@ CpuFeatures detect() {
     __cpuid_count(7, 1, a1, b1, c1, d1);
     f.avx512bf16 = f.avx512f && bit(a1, 5);
   }
+  const bool tile_state = (xcr0 & 0x60000) == 0x60000;                  // XTILECFG + XTILEDATA
+  f.amx_bf16 = tile_state && bit(d, 24) && bit(d, 22) && f.avx512bf16;  // AMX-TILE, AMX-BF16
   return f;
 }
 

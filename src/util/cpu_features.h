@@ -16,6 +16,10 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512bf16 = false;
   bool avx512vnni = false;  // vpdpbusd on 512-bit vectors
+  // AMX tiles with bf16 products (tdpbf16ps), the OS saving the tile state (XCR0 bits 17-18).
+  // Linux also wants each process to ask for the tile data state before its first tile
+  // instruction (ops/amx_gemm.cpp does).
+  bool amx_bf16 = false;
 };
 
 // The features of the CPU this process runs on (computed once, thread-safe).

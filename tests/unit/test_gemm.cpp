@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "ops/amx_gemm.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
 #include "test_helpers.h"
@@ -183,8 +184,17 @@ TEST(Gemm, Bf16ProductChoiceFollowsTheEnvironment) {
   EXPECT_FALSE(g.bf16_native);
   EXPECT_NE(g.bf16_why.find(dot_here ? "vdpbf16ps" : "cannot run"), std::string::npos)
       << g.bf16_why;
+  // Our AMX kernel where the CPU has AMX-BF16 and the projections run AVX-512.
+  setenv("DLLMQ_BF16_GEMM", "amx", 1);
+  g = reprobe();
+  EXPECT_EQ(g.bf16_amx, amx_available());
+  EXPECT_FALSE(g.bf16_native);
+  EXPECT_FALSE(g.bf16_dot);
+  EXPECT_NE(g.bf16_why.find(amx_available() ? "AMX tiles" : "cannot run"), std::string::npos)
+      << g.bf16_why;
   unsetenv("DLLMQ_BF16_GEMM");
   g = reprobe();
+  EXPECT_LE(int(g.bf16_native) + int(g.bf16_dot) + int(g.bf16_amx), 1) << g.bf16_why;
   if (g.bf16_jit) {
     EXPECT_NE(g.bf16_why.find("measured"), std::string::npos) << g.bf16_why;
   } else {

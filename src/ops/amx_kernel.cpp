@@ -1,0 +1,173 @@
+// The AMX bf16 micro-kernel (ops/amx_gemm.h): compiled with the AMX-TILE/AMX-BF16 and
+// AVX512-BF16 flags in this file only, called only where the CPU has them.
+//
+// Tiles: eight 16 x 64-byte registers. A 32-row x 32-column block of y lives in four f32
+// accumulator tiles (0-3); per k block of 32, two A tiles (4, 5: rows r .. r + 15 and r + 16 ..
+// r + 31 of the converted activations, 32 bf16 each) and two B tiles (6, 7: the panel's two
+// 16-column halves, 16 k pairs each) make four tdpbf16ps, so every weight byte loaded feeds 32
+// rows. A last group of 16 rows or fewer uses tiles 0, 1, 4, 6, 7.
+//
+// Bits: each output is the chain of one tdpbf16ps per k block in ascending order, from a zeroed
+// tile. The instruction's own summation of its 16 pairs is not documented to the bit (a probe
+// matched none of fmaf in pair order, the pairs summed exactly, or a tree); ops/amx_gemm.h states
+// the bound the tests hold it to. A row's sequence of instructions does not depend on the rows
+// beside it (every row of a tile is computed alike), the tiling or the thread split, so a
+// stacked request keeps its bits.
+// GCC 12 flags the deliberately undefined registers inside avx512fintrin.h's own intrinsics as
+// maybe-uninitialized (GCC bug 105593) once they inline here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ops/amx_kernel.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace dllmq::kern {
+namespace {
+
+// The 64-byte operand of LDTILECFG, palette 1 (Intel SDM vol. 1, 3.2.x, "Tile configuration").
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// a denormal as zero, then round to nearest even (vcvtne2ps2bf16's conversion, for the tails)
+inline uint16_t to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// The rows < m and columns < n of a 16 x 16 f32 tile stored in buf, into y rows r.., columns c...
+void copy_part(const float* buf, float* y, ptrdiff_t ldy, int r, int c, int m, int n) {
+  const int rows = std::min(16, m - r), cols = std::min(16, n - c);
+  for (int i = 0; i < rows; ++i)
+    std::memcpy(y + (r + i) * ldy + c, buf + i * 16, cols * sizeof(float));
+}
+
+// Accumulator tile T into y rows r.., columns c..: straight where the tile is whole inside y,
+// else through a buffer; nothing for a padding half of the last panel (c >= n). A macro: the
+// tile number must be a literal in the instruction (GCC's _tile_stored pastes it in).
+#define DLLMQ_STORE_TILE(T, y, ldy, r, c, m, n)                                   \
+  do {                                                                            \
+    if ((c) < (n)) {                                                              \
+      if ((r) + 16 <= (m) && (c) + 16 <= (n)) {                                   \
+        _tile_stored(T, (y) + (r) * (ldy) + (c), (ldy)*ptrdiff_t(sizeof(float))); \
+      } else {                                                                    \
+        alignas(64) float buf_[16 * 16];                                          \
+        _tile_stored(T, buf_, 64);                                                \
+        copy_part(buf_, y, ldy, r, c, m, n);                                      \
+      }                                                                           \
+    }                                                                             \
+  } while (0)
+
+}  // namespace
+
+void amx_convert_rows(const float* x, ptrdiff_t ldx, int m, int k, uint16_t* dst, int k_pad) {
+  const int m_pad = (m + 15) / 16 * 16, nkb = k_pad / 32;
+  std::memset(dst, 0, size_t(m_pad) * k_pad * 2);  // padding rows and k, and the zero tails
+  for (int r = 0; r < m; ++r) {
+    const float* xr = x + r * ldx;
+    // row r's 64 bytes of block kb: tile r / 16, row r % 16
+    uint16_t* d = dst + size_t(r / 16) * nkb * 512 + (r % 16) * 32;
+    int j = 0;
+    for (; j + 32 <= k; j += 32) {
+      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + j + 16), _mm512_loadu_ps(xr + j));
+      _mm512_store_si512(d + size_t(j / 32) * 512, reinterpret_cast<__m512i>(v));
+    }
+    for (; j < k; ++j) d[size_t(j / 32) * 512 + j % 32] = to_bf16(xr[j]);
+  }
+}
+
+void amx_gemm_bf16(const uint16_t* xb, int m, int k_pad, const uint16_t* w, int n, int p0, int p1,
+                   float* y, ptrdiff_t ldy) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  const int nkb = k_pad / 32;
+  for (int p = p0; p < p1; ++p) {
+    const auto* wp = reinterpret_cast<const uint8_t*>(w) + size_t(p) * nkb * kAmxBlockBytes;
+    const int c = p * 32;
+    int r = 0;
+    for (; r + 16 < m; r += 32) {  // 17 to 32 rows: two row tiles (the buffer is padded to 16)
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const uint16_t* x0 = xb + size_t(r / 16) * nkb * 512;
+      const uint16_t* x1 = x0 + size_t(nkb) * 512;
+      for (int kb = 0; kb < nkb; ++kb) {
+        const uint8_t* b = wp + size_t(kb) * kAmxBlockBytes;
+        _tile_loadd(4, x0 + kb * 512, 64);
+        _tile_loadd(6, b, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(5, x1 + kb * 512, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_loadd(7, b + 1024, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      DLLMQ_STORE_TILE(0, y, ldy, r, c, m, n);
+      DLLMQ_STORE_TILE(1, y, ldy, r, c + 16, m, n);
+      DLLMQ_STORE_TILE(2, y, ldy, r + 16, c, m, n);
+      DLLMQ_STORE_TILE(3, y, ldy, r + 16, c + 16, m, n);
+    }
+    if (r < m) {  // 1 to 16 rows left: one row tile
+      _tile_zero(0);
+      _tile_zero(1);
+      const uint16_t* x0 = xb + size_t(r / 16) * nkb * 512;
+      for (int kb = 0; kb < nkb; ++kb) {
+        const uint8_t* b = wp + size_t(kb) * kAmxBlockBytes;
+        _tile_loadd(4, x0 + kb * 512, 64);
+        _tile_loadd(6, b, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, b + 1024, 64);
+        _tile_dpbf16ps(1, 4, 7);
+      }
+      DLLMQ_STORE_TILE(0, y, ldy, r, c, m, n);
+      DLLMQ_STORE_TILE(1, y, ldy, r, c + 16, m, n);
+    }
+  }
+  _tile_release();
+}
+
+#undef DLLMQ_STORE_TILE
+
+float amx_burn(long iters) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  alignas(64) uint16_t ones[16 * 32];
+  for (uint16_t& v : ones) v = 0x3f80;  // 1.0
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ones, 64);
+  _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64);
+  _tile_loadd(7, ones, 64);
+  for (long i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float out[16 * 16];
+  _tile_stored(3, out, 64);
+  _tile_release();
+  return out[0];
+}
+
+}  // namespace dllmq::kern

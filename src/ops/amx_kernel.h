@@ -1,0 +1,34 @@
+// Internal interface of the AMX bf16 micro-kernel (ops/amx_gemm.h is the public one). Its one
+// translation unit, amx_kernel.cpp, is compiled with the AMX and AVX512-BF16 target flags and is
+// called only on CPUs that have them, after the process was granted the tile state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dllmq::kern {
+
+// Bytes of one k block of one 32-column panel in the AMX layout: two B tiles of 16 k pairs x 16
+// columns x 2 bf16.
+inline constexpr int kAmxBlockBytes = 2048;
+
+// x [m, k] f32 (row stride ldx) as bf16 (round to nearest even; a denormal reads as zero, as
+// vcvtne2ps2bf16 does) into dst, the A operand of the kernel in tile order: for each 16 rows,
+// k_pad / 32 tiles of 16 rows x 32 bf16 (1 KiB each, contiguous, so a tile load reads 16
+// consecutive cache lines instead of 16 rows a row stride apart that fall into the same L1
+// sets). dst holds ceil16(m) * k_pad values, 64-byte aligned; the padding (k .. k_pad and rows
+// m .. ceil16(m)) is zero.
+void amx_convert_rows(const float* x, ptrdiff_t ldx, int m, int k, uint16_t* dst, int k_pad);
+
+// Panels [p0, p1) of AMX-packed weights w (k_pad / 32 blocks of kAmxBlockBytes per panel) times
+// the converted rows xb (amx_convert_rows) -> y [m, n] (row stride ldy; columns of those panels
+// only, overwritten; padding columns >= n are not written). Loads its tile configuration and
+// releases the tiles before it returns.
+void amx_gemm_bf16(const uint16_t* xb, int m, int k_pad, const uint16_t* w, int n, int p0, int p1,
+                   float* y, ptrdiff_t ldy);
+
+// `iters` rounds of four independent tdpbf16ps on tiles already in registers (no memory): the
+// core's AMX bf16 peak is 4 * 16384 * iters FLOPs over the time. Returns one output of them.
+float amx_burn(long iters);
+
+}  // namespace dllmq::kern
