@@ -27,6 +27,11 @@ class UnmaskPolicy {
   // Dream sample_tokens: temperature, top-p, top-k, then x0 and the confidence of `alg`.
   Proposal dream(const float* logits, int vocab, RankAlg alg) const;
 
+  // Whether proposing a row under `alg` draws from the RNG (sampling, or random ranking). Rows that
+  // draw must be proposed one after another in position order (the stream of draws is part of
+  // the result); the others depend on their own logits only and may run on any thread.
+  bool draws(RankAlg alg) const { return opt_.temperature > 0.0 || alg == RankAlg::kRandom; }
+
   double uniform() const { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
   RankAlg alg() const { return alg_; }
 

@@ -70,17 +70,24 @@ void copy_part(const float* buf, float* y, ptrdiff_t ldy, int r, int c, int m, i
 
 void amx_convert_rows(const float* x, ptrdiff_t ldx, int m, int k, uint16_t* dst, int k_pad) {
   const int m_pad = (m + 15) / 16 * 16, nkb = k_pad / 32;
-  std::memset(dst, 0, size_t(m_pad) * k_pad * 2);  // padding rows and k, and the zero tails
-  for (int r = 0; r < m; ++r) {
-    const float* xr = x + r * ldx;
+  for (int r = 0; r < m_pad; ++r) {
     // row r's 64 bytes of block kb: tile r / 16, row r % 16
     uint16_t* d = dst + size_t(r / 16) * nkb * 512 + (r % 16) * 32;
+    if (r >= m) {  // a padding row of the last tile
+      for (int kb = 0; kb < nkb; ++kb) std::memset(d + size_t(kb) * 512, 0, 64);
+      continue;
+    }
+    const float* xr = x + r * ldx;
     int j = 0;
     for (; j + 32 <= k; j += 32) {
       const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + j + 16), _mm512_loadu_ps(xr + j));
       _mm512_store_si512(d + size_t(j / 32) * 512, reinterpret_cast<__m512i>(v));
     }
-    for (; j < k; ++j) d[size_t(j / 32) * 512 + j % 32] = to_bf16(xr[j]);
+    if (j < k) {  // the last block: its k values, then zeros to k_pad
+      uint16_t* tail = d + size_t(j / 32) * 512;
+      std::memset(tail, 0, 64);
+      for (int t = 0; j + t < k; ++t) tail[t] = to_bf16(xr[j + t]);
+    }
   }
 }
 

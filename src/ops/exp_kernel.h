@@ -1,0 +1,10 @@
+// Internal: the instruction-set kernels of ops/exp_sum.h (exp_kernel_{avx2,avx512}.cpp, each
+// compiled with its set's flags); exp_sum.cpp dispatches and holds the portable twin.
+#pragma once
+
+namespace dllmq::kern {
+
+double exp_sum_avx2(const double* l, int n, double m, double* out);
+double exp_sum_avx512(const double* l, int n, double m, double* out);
+
+}  // namespace dllmq::kern

@@ -1,0 +1,58 @@
+// exp_shifted_sum on AVX2 + FMA (ops/exp_sum.h): two vectors of 4 doubles per step, lanes 0-3
+// and 4-7 of the 8 partial sums. Compiled with AVX2/FMA flags in this file only; called only
+// where cpu_isa.h finds them.
+#include <immintrin.h>
+
+#include "ops/exp_constants.h"
+#include "ops/exp_kernel.h"
+
+namespace dllmq::kern {
+namespace {
+
+struct V256x2 {
+  struct D {
+    __m256d a, b;
+  };
+  static D load(const double* p) { return {_mm256_loadu_pd(p), _mm256_loadu_pd(p + 4)}; }
+  static void store(double* p, D v) {
+    _mm256_storeu_pd(p, v.a);
+    _mm256_storeu_pd(p + 4, v.b);
+  }
+  static D set1(double x) { return {_mm256_set1_pd(x), _mm256_set1_pd(x)}; }
+  static D add(D x, D y) { return {_mm256_add_pd(x.a, y.a), _mm256_add_pd(x.b, y.b)}; }
+  static D sub(D x, D y) { return {_mm256_sub_pd(x.a, y.a), _mm256_sub_pd(x.b, y.b)}; }
+  static D mul(D x, D y) { return {_mm256_mul_pd(x.a, y.a), _mm256_mul_pd(x.b, y.b)}; }
+  static D fma(D x, D y, D z) {
+    return {_mm256_fmadd_pd(x.a, y.a, z.a), _mm256_fmadd_pd(x.b, y.b, z.b)};
+  }
+  static D round(D x) {
+    constexpr int kMode = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    return {_mm256_round_pd(x.a, kMode), _mm256_round_pd(x.b, kMode)};
+  }
+  static __m256d pow2_half(__m256d k) {
+    const __m256i b = _mm256_castpd_si256(_mm256_add_pd(k, _mm256_set1_pd(exp_c::kMagic)));
+    return _mm256_castsi256_pd(
+        _mm256_slli_epi64(_mm256_add_epi64(b, _mm256_set1_epi64x(1023)), 52));
+  }
+  static D pow2(D k) { return {pow2_half(k.a), pow2_half(k.b)}; }
+  static bool all_in_range(D x, double lo, double hi) {
+    const __m256d l = _mm256_set1_pd(lo), h = _mm256_set1_pd(hi);
+    const __m256d ok = _mm256_and_pd(
+        _mm256_and_pd(_mm256_cmp_pd(x.a, l, _CMP_GE_OQ), _mm256_cmp_pd(x.a, h, _CMP_LE_OQ)),
+        _mm256_and_pd(_mm256_cmp_pd(x.b, l, _CMP_GE_OQ), _mm256_cmp_pd(x.b, h, _CMP_LE_OQ)));
+    return _mm256_movemask_pd(ok) == 0xf;
+  }
+};
+
+}  // namespace
+}  // namespace dllmq::kern
+
+#include "ops/exp_kernel_impl.h"
+
+namespace dllmq::kern {
+
+double exp_sum_avx2(const double* l, int n, double m, double* out) {
+  return exp_sum_impl<V256x2>(l, n, m, out);
+}
+
+}  // namespace dllmq::kern

@@ -1,0 +1,63 @@
+// exp_shifted_sum written once for every vector width (ops/exp_sum.h). Included by
+// exp_kernel_{avx2,avx512}.cpp and exp_sum.cpp (the portable twin) after they define, in an
+// anonymous namespace, a traits struct V over 8 doubles (one AVX-512 vector, two AVX2 ones, or an
+// array) with: D, load, store, set1, add, sub, mul, fma, round (to nearest even), pow2 (2^k of
+// integer-valued lanes, as exp_c::pow2_scalar), all_in_range (whether every lane is in [lo, hi]).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/exp_constants.h"
+
+namespace dllmq::kern {
+namespace {
+
+template <class V>
+inline __attribute__((always_inline)) typename V::D exp_lanes(typename V::D x, bool* all_in) {
+  using D = typename V::D;
+  *all_in = V::all_in_range(x, exp_c::kLo, exp_c::kHi);
+  const D k = V::round(V::mul(x, V::set1(exp_c::kInvLn2)));
+  D r = V::fma(k, V::set1(-exp_c::kLn2Hi), x);
+  r = V::fma(k, V::set1(-exp_c::kLn2Lo), r);
+  D p = V::set1(exp_c::kC[13]);
+#pragma GCC unroll 13
+  for (int i = 12; i >= 0; --i) p = V::fma(p, r, V::set1(exp_c::kC[i]));
+  return V::mul(p, V::pow2(k));
+}
+
+template <class V>
+double exp_sum_impl(const double* l, int n, double m, double* out) {
+  using D = typename V::D;
+  const D mv = V::set1(m);
+  D acc = V::set1(0.0);
+  int v = 0;
+  for (; v + 8 <= n; v += 8) {
+    const D x = V::sub(V::load(l + v), mv);
+    bool all_in;
+    D e = exp_lanes<V>(x, &all_in);
+    if (!all_in) {  // rare: a term outside [-708, 708] (or -inf / NaN): std::exp for those
+      alignas(64) double xs[8], es[8];
+      V::store(xs, x);
+      V::store(es, e);
+      for (int j = 0; j < 8; ++j)
+        if (!(xs[j] >= exp_c::kLo && xs[j] <= exp_c::kHi)) es[j] = std::exp(xs[j]);
+      e = V::load(es);
+    }
+    if (out != nullptr) V::store(out + v, e);
+    acc = V::add(acc, e);
+  }
+  alignas(64) double s[8];
+  V::store(s, acc);
+  double total = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; v < n; ++v) {
+    const double e = exp_c::exp_scalar(l[v] - m);
+    if (out != nullptr) out[v] = e;
+    total += e;
+  }
+  return total;
+}
+
+}  // namespace
+}  // namespace dllmq::kern

@@ -1,0 +1,86 @@
+#include "ops/exp_sum.h"
+
+#include <cmath>
+
+#include "ops/exp_constants.h"
+#include "ops/exp_kernel.h"
+#include "util/cpu_isa.h"
+
+namespace dllmq::kern {
+namespace {
+
+// The portable lanes: 8 doubles in an array, each operation the scalar one (std::fma, rounding
+// to nearest even with nearbyint), so each lane computes exp_c::exp_scalar exactly.
+struct VScalar {
+  struct D {
+    double x[8];
+  };
+  template <class F>
+  static D map(F f) {
+    D r;
+    for (int j = 0; j < 8; ++j) r.x[j] = f(j);
+    return r;
+  }
+  static D load(const double* p) {
+    return map([&](int j) { return p[j]; });
+  }
+  static void store(double* p, const D& v) {
+    for (int j = 0; j < 8; ++j) p[j] = v.x[j];
+  }
+  static D set1(double v) {
+    return map([&](int) { return v; });
+  }
+  static D add(const D& a, const D& b) {
+    return map([&](int j) { return a.x[j] + b.x[j]; });
+  }
+  static D sub(const D& a, const D& b) {
+    return map([&](int j) { return a.x[j] - b.x[j]; });
+  }
+  static D mul(const D& a, const D& b) {
+    return map([&](int j) { return a.x[j] * b.x[j]; });
+  }
+  static D fma(const D& a, const D& b, const D& c) {
+    return map([&](int j) { return std::fma(a.x[j], b.x[j], c.x[j]); });
+  }
+  static D round(const D& a) {
+    return map([&](int j) { return std::nearbyint(a.x[j]); });
+  }
+  static D pow2(const D& k) {
+    return map([&](int j) { return exp_c::pow2_scalar(k.x[j]); });
+  }
+  static bool all_in_range(const D& a, double lo, double hi) {
+    for (double v : a.x)
+      if (!(v >= lo && v <= hi)) return false;
+    return true;
+  }
+};
+
+}  // namespace
+}  // namespace dllmq::kern
+
+#include "ops/exp_kernel_impl.h"
+
+namespace dllmq {
+
+double exp_shifted(double x) {
+  return kern::exp_c::exp_scalar(x);
+}
+
+double exp_shifted_sum_scalar(const double* l, int n, double m, double* out) {
+  return kern::exp_sum_impl<kern::VScalar>(l, n, m, out);
+}
+
+double exp_shifted_sum(const double* l, int n, double m, double* out) {
+  static const Isa isa = dispatch_isa();
+  switch (isa) {
+    case Isa::kAvx512:
+      return kern::exp_sum_avx512(l, n, m, out);
+    case Isa::kAvx2:
+      return kern::exp_sum_avx2(l, n, m, out);
+    case Isa::kScalar:
+      break;
+  }
+  return exp_shifted_sum_scalar(l, n, m, out);
+}
+
+}  // namespace dllmq

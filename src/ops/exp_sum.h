@@ -1,0 +1,29 @@
+// exp over a row of logits in double, the costly part of the float64 softmax that ranks masked
+// positions (decode/unmask_policy.cpp: upstream computes softmax(logits.to(float64))): 32 rows x
+// the vocabulary per dual-cache step, which glibc's scalar exp took a quarter of a step for at a
+// 32,000 vocabulary. Written once (exp_kernel_impl.h) for AVX-512, AVX2 and scalar, dispatched on
+// util/cpu_isa.h's instruction set.
+//
+// Each term is exp_shifted(x) below, computed alike on every path (the same operations, each
+// rounded once: bit for bit the scalar twin), and the sum is taken in one fixed order on every
+// path: 8 partial sums, lane j over the terms j, j + 8, j + 16, ..., added as
+// ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), then the last n % 8 terms in order. So the
+// result does not depend on the instruction set, and tests demand equality with the twin.
+#pragma once
+
+namespace dllmq {
+
+// exp(x): for x in [-708, 708], 2^k * p(r) with k = round(x / ln 2), r = x - k ln 2 (two-part
+// ln 2, FMA) and p the degree-13 Taylor polynomial of exp evaluated by Horner's rule with FMA
+// (within 2 ulp of the exact value; the tests measure it against std::exp); elsewhere (and for
+// -inf, +inf, NaN) std::exp itself.
+double exp_shifted(double x);
+
+// sum over v of exp_shifted(l[v] - m) in the order above; when out is not null, out[v] receives
+// each term. (l[v] = -inf contributes 0.)
+double exp_shifted_sum(const double* l, int n, double m, double* out);
+
+// The same on the portable path whatever the CPU (the twin the tests compare against).
+double exp_shifted_sum_scalar(const double* l, int n, double m, double* out);
+
+}  // namespace dllmq
