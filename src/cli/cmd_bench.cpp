@@ -206,6 +206,7 @@ void run_bench(const BenchArgs& a) {
                         {"gemm_generic", gi.generic},
                         {"bf16_native", gi.bf16_native},
                         {"bf16_dot", gi.bf16_dot},
+                        {"bf16_amx", gi.bf16_amx},
                         {"bf16_why", gi.bf16_why},
                         {"threads", gemm_threads()},
                         {"openmp_wait", openmp_wait_description()},

@@ -59,6 +59,7 @@ void register_inspect(CLI::App& app) {
     j["proj_kernels"] = std::string("packed ") + g.proj_isa;
     j["bf16_native"] = g.bf16_native;
     j["bf16_dot"] = g.bf16_dot;
+    j["bf16_amx"] = g.bf16_amx;
     j["bf16_why"] = g.bf16_why;
     j["w8a8_kernel"] = int8_act_kernel_name();  // what --w8a8 would run (docs/weight_quant.md)
     j["threads"] = gemm_threads();
