@@ -120,6 +120,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
     for (int m : {1, 8, 16, 32, 64, 256}) {
       for (int which : {1, 2, 3, 4, 5}) b->Args({which, m, k, 1});
       b->Args({1, m, k, 0});  // f32 weights, AVX2
+      b->Args({2, m, k, 0});  // f32 weights, AVX-512
       b->Args({0, m, k, 1});  // oneDNN f32 (bf16 values widened beforehand)
     }
 }
