@@ -15,8 +15,10 @@ void to_f32(DType t, const void* src, float* dst, size_t n) {
       return;
     case DType::kBF16: {
       const auto* s = static_cast<const uint16_t*>(src);
-      // Shift into the high half; the compiler vectorises this loop.
+      // Shift into the high half. `omp simd` says src and dst do not overlap: without it GCC 12
+      // at -O2 kept this loop scalar (6% of a bf16-cache decode, reading the KV store).
       auto* d = reinterpret_cast<uint32_t*>(dst);
+#pragma omp simd
       for (size_t i = 0; i < n; ++i) d[i] = static_cast<uint32_t>(s[i]) << 16;
       return;
     }

@@ -2,9 +2,13 @@
 // compiled with its set's flags); exp_sum.cpp dispatches and holds the portable twin.
 #pragma once
 
+#include <cstddef>
+
 namespace dllmq::kern {
 
 double exp_sum_avx2(const double* l, int n, double m, double* out);
 double exp_sum_avx512(const double* l, int n, double m, double* out);
+void silu_mul_avx2(float* gate, const float* up, size_t n);
+void silu_mul_avx512(float* gate, const float* up, size_t n);
 
 }  // namespace dllmq::kern

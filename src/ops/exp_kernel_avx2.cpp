@@ -35,6 +35,11 @@ struct V256x2 {
         _mm256_slli_epi64(_mm256_add_epi64(b, _mm256_set1_epi64x(1023)), 52));
   }
   static D pow2(D k) { return {pow2_half(k.a), pow2_half(k.b)}; }
+  static D from_f32_neg(const float* p) {
+    const __m256d z = _mm256_setzero_pd();
+    return {_mm256_sub_pd(z, _mm256_cvtps_pd(_mm_loadu_ps(p))),
+            _mm256_sub_pd(z, _mm256_cvtps_pd(_mm_loadu_ps(p + 4)))};
+  }
   static bool all_in_range(D x, double lo, double hi) {
     const __m256d l = _mm256_set1_pd(lo), h = _mm256_set1_pd(hi);
     const __m256d ok = _mm256_and_pd(
@@ -53,6 +58,10 @@ namespace dllmq::kern {
 
 double exp_sum_avx2(const double* l, int n, double m, double* out) {
   return exp_sum_impl<V256x2>(l, n, m, out);
+}
+
+void silu_mul_avx2(float* gate, const float* up, size_t n) {
+  silu_mul_impl<V256x2>(gate, up, n);
 }
 
 }  // namespace dllmq::kern

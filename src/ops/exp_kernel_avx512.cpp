@@ -25,6 +25,9 @@ struct V512 {
     const __m512i b = _mm512_castpd_si512(_mm512_add_pd(k, _mm512_set1_pd(exp_c::kMagic)));
     return _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(b, _mm512_set1_epi64(1023)), 52));
   }
+  static D from_f32_neg(const float* p) {
+    return _mm512_sub_pd(_mm512_setzero_pd(), _mm512_cvtps_pd(_mm256_loadu_ps(p)));
+  }
   static bool all_in_range(D x, double lo, double hi) {
     const __mmask8 ok = _mm512_cmp_pd_mask(x, _mm512_set1_pd(lo), _CMP_GE_OQ) &
                         _mm512_cmp_pd_mask(x, _mm512_set1_pd(hi), _CMP_LE_OQ);
@@ -41,6 +44,10 @@ namespace dllmq::kern {
 
 double exp_sum_avx512(const double* l, int n, double m, double* out) {
   return exp_sum_impl<V512>(l, n, m, out);
+}
+
+void silu_mul_avx512(float* gate, const float* up, size_t n) {
+  silu_mul_impl<V512>(gate, up, n);
 }
 
 }  // namespace dllmq::kern

@@ -2,7 +2,8 @@
 // exp_kernel_{avx2,avx512}.cpp and exp_sum.cpp (the portable twin) after they define, in an
 // anonymous namespace, a traits struct V over 8 doubles (one AVX-512 vector, two AVX2 ones, or an
 // array) with: D, load, store, set1, add, sub, mul, fma, round (to nearest even), pow2 (2^k of
-// integer-valued lanes, as exp_c::pow2_scalar), all_in_range (whether every lane is in [lo, hi]).
+// integer-valued lanes, as exp_c::pow2_scalar), all_in_range (whether every lane is in [lo, hi]),
+// from_f32_neg (8 floats, negated, widened to doubles).
 #pragma once
 
 #include <cmath>
@@ -57,6 +58,35 @@ double exp_sum_impl(const double* l, int n, double m, double* out) {
     total += e;
   }
   return total;
+}
+
+// SwiGLU's gate: gate[i] = g / (1 + e) * up[i] in float, e = float(exp(-g)) with exp as above (in
+// double, then rounded: the correctly rounded expf except where a double result lies within
+// 2^-29 ulp of a float rounding boundary).
+template <class V>
+void silu_mul_impl(float* gate, const float* up, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const typename V::D x = V::from_f32_neg(gate + i);
+    bool all_in;
+    typename V::D e = exp_lanes<V>(x, &all_in);
+    alignas(64) double es[8];
+    V::store(es, e);
+    if (!all_in) {
+      alignas(64) double xs[8];
+      V::store(xs, x);
+      for (int j = 0; j < 8; ++j)
+        if (!(xs[j] >= exp_c::kLo && xs[j] <= exp_c::kHi)) es[j] = std::exp(xs[j]);
+    }
+    for (int j = 0; j < 8; ++j) {
+      const float g = gate[i + j];
+      gate[i + j] = g / (1.0f + static_cast<float>(es[j])) * up[i + j];
+    }
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + static_cast<float>(exp_c::exp_scalar(-double(g)))) * up[i];
+  }
 }
 
 }  // namespace

@@ -48,6 +48,9 @@ struct VScalar {
   static D pow2(const D& k) {
     return map([&](int j) { return exp_c::pow2_scalar(k.x[j]); });
   }
+  static D from_f32_neg(const float* p) {
+    return map([&](int j) { return -double(p[j]); });
+  }
   static bool all_in_range(const D& a, double lo, double hi) {
     for (double v : a.x)
       if (!(v >= lo && v <= hi)) return false;
@@ -81,6 +84,27 @@ double exp_shifted_sum(const double* l, int n, double m, double* out) {
       break;
   }
   return exp_shifted_sum_scalar(l, n, m, out);
+}
+
+}  // namespace dllmq
+
+namespace dllmq {
+
+void silu_mul_scalar(float* gate, const float* up, size_t n) {
+  kern::silu_mul_impl<kern::VScalar>(gate, up, n);
+}
+
+void silu_mul_vec(float* gate, const float* up, size_t n) {
+  static const Isa isa = dispatch_isa();
+  switch (isa) {
+    case Isa::kAvx512:
+      return kern::silu_mul_avx512(gate, up, n);
+    case Isa::kAvx2:
+      return kern::silu_mul_avx2(gate, up, n);
+    case Isa::kScalar:
+      break;
+  }
+  silu_mul_scalar(gate, up, n);
 }
 
 }  // namespace dllmq

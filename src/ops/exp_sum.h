@@ -11,6 +11,8 @@
 // result does not depend on the instruction set, and tests demand equality with the twin.
 #pragma once
 
+#include <cstddef>
+
 namespace dllmq {
 
 // exp(x): for x in [-708, 708], 2^k * p(r) with k = round(x / ln 2), r = x - k ln 2 (two-part
@@ -25,5 +27,12 @@ double exp_shifted_sum(const double* l, int n, double m, double* out);
 
 // The same on the portable path whatever the CPU (the twin the tests compare against).
 double exp_shifted_sum_scalar(const double* l, int n, double m, double* out);
+
+// SwiGLU's gating on one thread: gate[i] = g / (1 + float(exp_shifted(-g))) * up[i] in float
+// (g = gate[i]): the exponential in double rounded to float is the correctly rounded expf except
+// in vanishingly rare ties, and the same bits on every instruction set (ops/norm_act.h's
+// silu_mul splits rows over the threads and calls this).
+void silu_mul_vec(float* gate, const float* up, size_t n);
+void silu_mul_scalar(float* gate, const float* up, size_t n);  // the portable twin
 
 }  // namespace dllmq

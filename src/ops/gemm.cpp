@@ -231,13 +231,16 @@ GemmInfo probe_onednn() {
 // products and sums), other summation orders. A dot-product instruction is not faster on every
 // CPU that has one: on Zen 4 oneDNN's ran at ~2x the f32 rate, on an Emerald Rapids Xeon at
 // 0.55-0.75x, and on a Xeon whose vdpbf16ps gives half the FMA FLOP rate it cannot win
-// (docs/performance.md). So the choice is measured, not read from a CPU-model table: a weight
-// panel's product (256 x 1024) at the dual-cache step's 32 rows and at a prompt's 256, one per
-// thread on every thread as the engine runs them; the fastest candidate replaces widening only if
-// it takes at most 1/1.2 of its time over both, so a near tie never flips between runs.
+// (docs/performance.md). So the choice is measured, not read from a CPU-model table: a thread's
+// share of a projection (512 x 1024: half of a d-1024 model's square weight, the oneDNN candidate
+// in 256-column calls as linear() makes them) at the dual-cache step's 32 rows and at a prompt's
+// 256, one per thread on every thread as the engine runs them; the fastest candidate replaces
+// widening only if it takes at most 1/1.2 of its time over both, so a near tie never flips
+// between runs. (With 256 columns, the AMX kernel's per-call conversion of the activations
+// weighed 4x more than in the engine, and a loaded machine chose oneDNN.)
 // DLLMQ_BF16_GEMM=widened|dot|amx|native forces the choice (reproducing bits across machines); a
 // choice this CPU or build cannot run falls back to widening and says so. Run once for the
-// backend (a start-up cost of ~25 ms per candidate).
+// backend (a start-up cost of ~50 ms per candidate).
 void choose_bf16_products(GemmInfo& i) {
   i.bf16_native = false;
   i.bf16_dot = false;
@@ -257,7 +260,7 @@ void choose_bf16_products(GemmInfo& i) {
     return;
   }
   if (!i.bf16_jit && !dot_here && !amx_here) return;  // bf16_why says so already
-  constexpr int n = 256, k = 1024;
+  constexpr int n = 512, k = 1024, native_cols = 256;
   double native_s = 0.0, dot_s = 0.0, amx_s = 0.0, widened_s = 0.0;
 #pragma omp parallel reduction(max : native_s, dot_s, amx_s, widened_s)
   {
@@ -288,8 +291,9 @@ void choose_bf16_products(GemmInfo& i) {
       if (i.bf16_jit)
         nat += best_time(
             [&] {
-              run_nt_matmul(dnnl::memory::data_type::bf16, m, n, k, a.data(), k, b.data(), k,
-                            c.data(), n);
+              for (int c0 = 0; c0 < n; c0 += native_cols)
+                run_nt_matmul(dnnl::memory::data_type::bf16, m, native_cols, k, a.data(), k,
+                              b.data() + size_t(c0) * k, k, c.data() + c0, n);
             },
             0.0, 5);
 #endif

@@ -1,6 +1,9 @@
 #include "ops/norm_act.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "ops/exp_sum.h"
 
 namespace dllmq {
 
@@ -27,11 +30,15 @@ void rmsnorm_ref(const float* x, int n, int d, const float* w, float eps, float*
   }
 }
 
+// The exponentials on the vector units (ops/exp_sum.h: glibc's expf is a call per value, which
+// with the projections on AMX tiles was 8% of a bf16 dual-cache step).
 void silu_mul(float* gate, const float* up, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  constexpr size_t kChunk = 4096;  // a multiple of the kernels' 8 lanes
+  const size_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t i0 = c * kChunk;
+    silu_mul_vec(gate + i0, up + i0, std::min(kChunk, n - i0));
   }
 }
 
