@@ -418,31 +418,30 @@ void gemm_select(GemmLib lib) {
 #endif
 }
 
-bool gemm_set_bf16_native(bool native) {
+namespace {
+
+// One bf16 product path forced (at most one of the three), reported as forced.
+GemmInfo& force_bf16_path(bool native, bool dot, bool amx) {
   GemmInfo& b = backend();
   b.bf16_native = native && b.bf16_jit;
-  b.bf16_dot = false;
-  b.bf16_amx = false;
+  b.bf16_dot = dot && bf16_dot_here();
+  b.bf16_amx = amx && amx_available();
   b.bf16_why = fmt::format("{} (forced)", bf16_path(b));
-  return b.bf16_native;
+  return b;
+}
+
+}  // namespace
+
+bool gemm_set_bf16_native(bool native) {
+  return force_bf16_path(native, false, false).bf16_native;
 }
 
 bool gemm_set_bf16_dot(bool dot) {
-  GemmInfo& b = backend();
-  b.bf16_dot = dot && bf16_dot_here();
-  b.bf16_native = false;
-  b.bf16_amx = false;
-  b.bf16_why = fmt::format("{} (forced)", bf16_path(b));
-  return b.bf16_dot;
+  return force_bf16_path(false, dot, false).bf16_dot;
 }
 
 bool gemm_set_bf16_amx(bool amx) {
-  GemmInfo& b = backend();
-  b.bf16_amx = amx && amx_available();
-  b.bf16_native = false;
-  b.bf16_dot = false;
-  b.bf16_why = fmt::format("{} (forced)", bf16_path(b));
-  return b.bf16_amx;
+  return force_bf16_path(false, false, amx).bf16_amx;
 }
 
 int gemm_threads() {
