@@ -115,7 +115,7 @@ struct BenchArgs {
 void run_bench(const BenchArgs& a) {
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
-  auto model = Model::load(dir);
+  auto model = Model::load(dir, resolve_compute_dtype(a.gen));  // packed once, for its kernels
   apply_compute_flags(a.gen, *model);
   const ModelConfig& cfg = model->config();
   if (a.prompt_length <= 0) fail("--prompt-length must be positive, got {}", a.prompt_length);

@@ -142,7 +142,7 @@ void generation_run(const EvalArgs& a, const Task& task, const ScoreEnv& env) {
     gen = fake_generator(a, task);
   } else {
     apply_threads(a.gen.threads);
-    model = Model::load(a.model);
+    model = Model::load(a.model, resolve_compute_dtype(a.gen));  // packed once, for its kernels
     apply_compute_flags(a.gen, *model);
     if (a.gen.dtype != "fp32") ro.config["dtype"] = a.gen.dtype;  // fp32 runs keep their config
     // An approximation: never resumed into an exact run, or back (the kernel may differ between

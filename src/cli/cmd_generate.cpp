@@ -49,7 +49,7 @@ void draw_canvas(const TextCodec& codec, const StepInfo& s, int mask_id, bool tt
 void run_generate(const GenerateArgs& a) {
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
-  auto model = Model::load(dir);
+  auto model = Model::load(dir, resolve_compute_dtype(a.gen));  // packed once, for its kernels
   apply_compute_flags(a.gen, *model);
   const ModelConfig& cfg = model->config();
   TextCodec codec(*model);

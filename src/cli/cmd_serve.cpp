@@ -69,7 +69,7 @@ void run_serve(const ServeArgs& a) {
   if (!a.gen.trace_cache.empty()) fail("--trace-cache is not available in serve");
   apply_threads(a.gen.threads);
   const std::string dir = a.model.empty() ? default_model_dir() : a.model;
-  auto model = Model::load(dir);
+  auto model = Model::load(dir, resolve_compute_dtype(a.gen));  // packed once, for its kernels
   apply_compute_flags(a.gen, *model);
   model->set_batch_gemm(parse_batch_gemm(a.batch_gemm));
   const ModelConfig& cfg = model->config();

@@ -50,7 +50,7 @@ double weight_bytes(const Linear& l) {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::load(const std::string& dir) {
+std::unique_ptr<Model> Model::load(const std::string& dir, ComputeDType dt) {
   (void)gemm_info();  // selects the GEMM backend (and says so on stderr if it is generic)
   pin_threads();
   std::unique_ptr<Model> m(new Model());
@@ -59,22 +59,23 @@ std::unique_ptr<Model> Model::load(const std::string& dir) {
   check_generation_ids(load_generation_defaults(dir), m->cfg_, dir);  // the files must agree
   m->ckpt_ = std::make_unique<Checkpoint>(dir);
   m->w_ = bind_weights(*m->ckpt_, m->cfg_, load_weight_quant_config(dir));
+  m->dtype_ = dt;
   m->pack_weights();
   m->rope_ = RopeTable(m->cfg_.head_dim, m->cfg_.rope_theta);
   return m;
 }
 
-// Every projection and the LM head packed once for the micro-kernels (ops/packed_gemm.h), layer by
-// layer, each weight's mapped pages dropped as soon as it is packed: resident memory stays at
+// Every projection and the LM head packed once for the micro-kernels of the compute dtype
+// (ops/packed_gemm.h; AMX tiles, ops/amx_gemm.h, for bf16 where chosen), layer by layer, each weight's mapped pages dropped as soon as it is packed: resident memory stays at
 // one copy of the weights (the packed one) plus, while packing, one weight matrix. Packing at
 // load rather than lazily per layer keeps the first forward's timing and the server's first
 // request free of it, and the ~1 s per GB it costs is paid once (read from the page cache at
 // memory speed). Code that still reads a weight in its checkpoint layout (the oneDNN bf16 path,
 // the calibration gradient) pages it in again from the file: same bytes.
 void Model::pack_weights() {
-  auto pack = [](Linear& l) {
+  auto pack = [dt = dtype_](Linear& l) {
     if (l.empty()) return;  // unset: the dense MLP of a MoE layer
-    pack_linear(l);
+    pack_linear(l, dt);
     if (l.w != nullptr) release_mapped_pages(l.w->data, l.w->nbytes);
   };
   for_each_linear(w_, pack);  // the router and every expert, shared ones included (model/moe.h)
