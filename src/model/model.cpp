@@ -66,12 +66,13 @@ std::unique_ptr<Model> Model::load(const std::string& dir, ComputeDType dt) {
 }
 
 // Every projection and the LM head packed once for the micro-kernels of the compute dtype
-// (ops/packed_gemm.h; AMX tiles, ops/amx_gemm.h, for bf16 where chosen), layer by layer, each weight's mapped pages dropped as soon as it is packed: resident memory stays at
-// one copy of the weights (the packed one) plus, while packing, one weight matrix. Packing at
-// load rather than lazily per layer keeps the first forward's timing and the server's first
-// request free of it, and the ~1 s per GB it costs is paid once (read from the page cache at
-// memory speed). Code that still reads a weight in its checkpoint layout (the oneDNN bf16 path,
-// the calibration gradient) pages it in again from the file: same bytes.
+// (ops/packed_gemm.h; AMX tiles, ops/amx_gemm.h, for bf16 where chosen), layer by layer, each
+// weight's mapped pages dropped as soon as it is packed: resident memory stays at one copy of the
+// weights (the packed one) plus, while packing, one weight matrix. Packing at load rather than
+// lazily per layer keeps the first forward's timing and the server's first request free of it, and
+// the ~1 s per GB it costs is paid once (read from the page cache at memory speed). Code that still
+// reads a weight in its checkpoint layout (the oneDNN bf16 path, the calibration gradient) pages it
+// in again from the file: same bytes.
 void Model::pack_weights() {
   auto pack = [dt = dtype_](Linear& l) {
     if (l.empty()) return;  // unset: the dense MLP of a MoE layer

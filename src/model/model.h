@@ -120,8 +120,7 @@ class Model {
   // Maps the checkpoint and packs every weight for the kernels of compute dtype `dt` (bf16 on AMX
   // tiles has its own layout; set_compute_dtype repacks what differs later), so a command that
   // knows its --dtype packs once.
-  static std::unique_ptr<Model> load(const std::string& dir,
-                                     ComputeDType dt = ComputeDType::kF32);
+  static std::unique_ptr<Model> load(const std::string& dir, ComputeDType dt = ComputeDType::kF32);
 
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return w_; }

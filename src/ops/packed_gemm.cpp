@@ -227,7 +227,7 @@ void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int
 }
 
 bool bf16dot_available(const PackedWeight& w) {
-  return w.bits == 0 && w.dtype == DType::kBF16 && w.isa == Isa::kAvx512 &&
+  return w.bits == 0 && !w.amx && w.dtype == DType::kBF16 && w.isa == Isa::kAvx512 &&
          isa_available(Isa::kAvx512) && cpu_has_avx512_bf16();
 }
 
