@@ -8,8 +8,8 @@
 // k_pad / 32 blocks of 2 KiB, one per 32 k: the two B tiles of tdpbf16ps, columns 0-15 then
 // 16-31, each 16 rows (k pairs 2i, 2i + 1) of 16 columns x (w[c][2i], w[c][2i + 1]). One copy of
 // the weights in bf16, so a bf16 checkpoint costs its own bytes (plus the padding) and an f32 one
-// half of them; the widening kernels' panels are dropped when the model switches to it
-// (Model::set_compute_dtype).
+// half of them: a model loaded for bf16 compute packs only these (Model::load), and one switched
+// to it drops the widening kernels' panels (Model::set_compute_dtype).
 //
 // Numerics: activations rounded to bf16 (nearest even, denormals to zero), products of bf16
 // pairs summed in f32 by the tile unit, one tdpbf16ps per 32 k in ascending k order into a tile
