@@ -40,6 +40,11 @@ struct V256x2 {
     return {_mm256_sub_pd(z, _mm256_cvtps_pd(_mm_loadu_ps(p))),
             _mm256_sub_pd(z, _mm256_cvtps_pd(_mm_loadu_ps(p + 4)))};
   }
+  static void silu_store(float* g, D e, const float* up) {
+    const __m256 ef = _mm256_set_m128(_mm256_cvtpd_ps(e.b), _mm256_cvtpd_ps(e.a));
+    const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), ef);
+    _mm256_storeu_ps(g, _mm256_mul_ps(_mm256_div_ps(_mm256_loadu_ps(g), den), _mm256_loadu_ps(up)));
+  }
   static bool all_in_range(D x, double lo, double hi) {
     const __m256d l = _mm256_set1_pd(lo), h = _mm256_set1_pd(hi);
     const __m256d ok = _mm256_and_pd(

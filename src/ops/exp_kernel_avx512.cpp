@@ -28,6 +28,11 @@ struct V512 {
   static D from_f32_neg(const float* p) {
     return _mm512_sub_pd(_mm512_setzero_pd(), _mm512_cvtps_pd(_mm256_loadu_ps(p)));
   }
+  static void silu_store(float* g, D e, const float* up) {
+    const __m256 ef = _mm512_cvtpd_ps(e);
+    const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), ef);
+    _mm256_storeu_ps(g, _mm256_mul_ps(_mm256_div_ps(_mm256_loadu_ps(g), den), _mm256_loadu_ps(up)));
+  }
   static bool all_in_range(D x, double lo, double hi) {
     const __mmask8 ok = _mm512_cmp_pd_mask(x, _mm512_set1_pd(lo), _CMP_GE_OQ) &
                         _mm512_cmp_pd_mask(x, _mm512_set1_pd(hi), _CMP_LE_OQ);

@@ -3,7 +3,8 @@
 // anonymous namespace, a traits struct V over 8 doubles (one AVX-512 vector, two AVX2 ones, or an
 // array) with: D, load, store, set1, add, sub, mul, fma, round (to nearest even), pow2 (2^k of
 // integer-valued lanes, as exp_c::pow2_scalar), all_in_range (whether every lane is in [lo, hi]),
-// from_f32_neg (8 floats, negated, widened to doubles).
+// from_f32_neg (8 floats, negated, widened to doubles), silu_store (g[j] = g[j] / (1 + float(e_j))
+// * up[j] over the 8 lanes, in float, each operation rounded once as the scalar expression).
 #pragma once
 
 #include <cmath>
@@ -70,18 +71,15 @@ void silu_mul_impl(float* gate, const float* up, size_t n) {
     const typename V::D x = V::from_f32_neg(gate + i);
     bool all_in;
     typename V::D e = exp_lanes<V>(x, &all_in);
-    alignas(64) double es[8];
-    V::store(es, e);
     if (!all_in) {
-      alignas(64) double xs[8];
+      alignas(64) double xs[8], es[8];
       V::store(xs, x);
+      V::store(es, e);
       for (int j = 0; j < 8; ++j)
         if (!(xs[j] >= exp_c::kLo && xs[j] <= exp_c::kHi)) es[j] = std::exp(xs[j]);
+      e = V::load(es);
     }
-    for (int j = 0; j < 8; ++j) {
-      const float g = gate[i + j];
-      gate[i + j] = g / (1.0f + static_cast<float>(es[j])) * up[i + j];
-    }
+    V::silu_store(gate + i, e, up + i);
   }
   for (; i < n; ++i) {
     const float g = gate[i];

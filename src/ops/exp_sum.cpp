@@ -51,6 +51,9 @@ struct VScalar {
   static D from_f32_neg(const float* p) {
     return map([&](int j) { return -double(p[j]); });
   }
+  static void silu_store(float* g, const D& e, const float* up) {
+    for (int j = 0; j < 8; ++j) g[j] = g[j] / (1.0f + static_cast<float>(e.x[j])) * up[j];
+  }
   static bool all_in_range(const D& a, double lo, double hi) {
     for (double v : a.x)
       if (!(v >= lo && v <= hi)) return false;
