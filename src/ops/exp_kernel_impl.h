@@ -29,6 +29,21 @@ inline __attribute__((always_inline)) typename V::D exp_lanes(typename V::D x, b
   return V::mul(p, V::pow2(k));
 }
 
+// exp of 8 lanes as exp_c::exp_scalar computes each: the polynomial, or (rarely: a lane outside
+// [-708, 708], -inf or NaN) std::exp for such lanes.
+template <class V>
+inline typename V::D exp8(typename V::D x) {
+  bool all_in;
+  typename V::D e = exp_lanes<V>(x, &all_in);
+  if (all_in) return e;
+  alignas(64) double xs[8], es[8];
+  V::store(xs, x);
+  V::store(es, e);
+  for (int j = 0; j < 8; ++j)
+    if (!(xs[j] >= exp_c::kLo && xs[j] <= exp_c::kHi)) es[j] = std::exp(xs[j]);
+  return V::load(es);
+}
+
 template <class V>
 double exp_sum_impl(const double* l, int n, double m, double* out) {
   using D = typename V::D;
@@ -36,17 +51,7 @@ double exp_sum_impl(const double* l, int n, double m, double* out) {
   D acc = V::set1(0.0);
   int v = 0;
   for (; v + 8 <= n; v += 8) {
-    const D x = V::sub(V::load(l + v), mv);
-    bool all_in;
-    D e = exp_lanes<V>(x, &all_in);
-    if (!all_in) {  // rare: a term outside [-708, 708] (or -inf / NaN): std::exp for those
-      alignas(64) double xs[8], es[8];
-      V::store(xs, x);
-      V::store(es, e);
-      for (int j = 0; j < 8; ++j)
-        if (!(xs[j] >= exp_c::kLo && xs[j] <= exp_c::kHi)) es[j] = std::exp(xs[j]);
-      e = V::load(es);
-    }
+    const D e = exp8<V>(V::sub(V::load(l + v), mv));
     if (out != nullptr) V::store(out + v, e);
     acc = V::add(acc, e);
   }
@@ -68,17 +73,7 @@ template <class V>
 void silu_mul_impl(float* gate, const float* up, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const typename V::D x = V::from_f32_neg(gate + i);
-    bool all_in;
-    typename V::D e = exp_lanes<V>(x, &all_in);
-    if (!all_in) {
-      alignas(64) double xs[8], es[8];
-      V::store(xs, x);
-      V::store(es, e);
-      for (int j = 0; j < 8; ++j)
-        if (!(xs[j] >= exp_c::kLo && xs[j] <= exp_c::kHi)) es[j] = std::exp(xs[j]);
-      e = V::load(es);
-    }
+    const typename V::D e = exp8<V>(V::from_f32_neg(gate + i));
     V::silu_store(gate + i, e, up + i);
   }
   for (; i < n; ++i) {
