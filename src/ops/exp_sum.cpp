@@ -68,6 +68,24 @@ struct VScalar {
 
 namespace dllmq {
 
+namespace {
+
+// The kernel of the dispatched instruction set (util/cpu_isa.h), chosen once per entry point.
+template <class Fn>
+Fn for_isa(Fn avx512, Fn avx2, Fn scalar) {
+  switch (dispatch_isa()) {
+    case Isa::kAvx512:
+      return avx512;
+    case Isa::kAvx2:
+      return avx2;
+    case Isa::kScalar:
+      break;
+  }
+  return scalar;
+}
+
+}  // namespace
+
 double exp_shifted(double x) {
   return kern::exp_c::exp_scalar(x);
 }
@@ -77,37 +95,17 @@ double exp_shifted_sum_scalar(const double* l, int n, double m, double* out) {
 }
 
 double exp_shifted_sum(const double* l, int n, double m, double* out) {
-  static const Isa isa = dispatch_isa();
-  switch (isa) {
-    case Isa::kAvx512:
-      return kern::exp_sum_avx512(l, n, m, out);
-    case Isa::kAvx2:
-      return kern::exp_sum_avx2(l, n, m, out);
-    case Isa::kScalar:
-      break;
-  }
-  return exp_shifted_sum_scalar(l, n, m, out);
+  static const auto fn = for_isa(kern::exp_sum_avx512, kern::exp_sum_avx2, exp_shifted_sum_scalar);
+  return fn(l, n, m, out);
 }
-
-}  // namespace dllmq
-
-namespace dllmq {
 
 void silu_mul_scalar(float* gate, const float* up, size_t n) {
   kern::silu_mul_impl<kern::VScalar>(gate, up, n);
 }
 
 void silu_mul_vec(float* gate, const float* up, size_t n) {
-  static const Isa isa = dispatch_isa();
-  switch (isa) {
-    case Isa::kAvx512:
-      return kern::silu_mul_avx512(gate, up, n);
-    case Isa::kAvx2:
-      return kern::silu_mul_avx2(gate, up, n);
-    case Isa::kScalar:
-      break;
-  }
-  silu_mul_scalar(gate, up, n);
+  static const auto fn = for_isa(kern::silu_mul_avx512, kern::silu_mul_avx2, silu_mul_scalar);
+  fn(gate, up, n);
 }
 
 }  // namespace dllmq
