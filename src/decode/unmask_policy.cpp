@@ -36,10 +36,10 @@ int argmax_of(const double* l, int n) {
 }
 
 // softmax(l)[i] in double without materialising the distribution (the exponentials on the
-// vector units: ops/exp_sum.h, within an ulp of std::exp, the same bits on every CPU).
-double prob_of(const double* l, int vocab, int i) {
+// vector units: ops/exp_sum.h, within an ulp of std::exp, the same bits on every CPU); m is
+// max_of(l, vocab), which the caller may know already.
+double prob_of(const double* l, int vocab, int i, double m) {
   if (l[i] == kNegInf) return 0.0;
-  const double m = max_of(l, vocab);
   return exp_shifted(l[i] - m) / exp_shifted_sum(l, vocab, m, nullptr);
 }
 
@@ -74,7 +74,10 @@ Proposal UnmaskPolicy::llada(const float* logits, int vocab) const {
     if (eot_ >= 0 && eot_ < vocab) l[eot_] = kNegInf;
     if (opt_.temperature <= 0.0 && eos_ >= 0 && eos_ < vocab) l[eos_] = kNegInf;
   }
-  p.conf = prob_of(l.data(), vocab, p.token);
+  // Greedy: x0 holds the maximum, and the rules above only set entries to -inf (x0 itself among
+  // them gives probability 0 whatever the maximum).
+  const double m = opt_.temperature <= 0.0 ? l[p.token] : max_of(l.data(), vocab);
+  p.conf = prob_of(l.data(), vocab, p.token, m);
   return p;
 }
 
