@@ -84,12 +84,11 @@ void Model::pack_weights() {
 
 void Model::set_compute_dtype(ComputeDType d) {
   dtype_ = d;
+  // Weights packed for the other dtype's kernels are packed again; the rest stay as they are.
   for_each_linear(w_, [d](Linear& l) {
-    if (l.empty() || l.w == nullptr || packed_for(l, d)) return;
-    l.packed.reset();
-    pack_linear(l, d);
-    release_mapped_pages(l.w->data, l.w->nbytes);
+    if (!l.empty() && l.w != nullptr && !packed_for(l, d)) l.packed.reset();
   });
+  pack_weights();
 }
 
 const std::string& Model::fingerprint() const {
