@@ -7,7 +7,6 @@
 // model's Linear is repacked when it leaves or enters bf16 compute. Skipped where the CPU (or
 // DLLMQ_ISA) rules AMX out.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,9 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "linear_rows_check.h"
 #include "ops/amx_gemm.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
+#include "test_helpers.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -52,19 +53,6 @@ std::vector<Case> cases() {
   return c;
 }
 
-std::vector<uint8_t> weights_of(DType dt, const std::vector<float>& v) {
-  std::vector<uint8_t> w(v.size() * dtype_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == DType::kF32) {
-      std::memcpy(w.data() + 4 * i, &v[i], 4);
-    } else {
-      const uint16_t h = dt == DType::kBF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
-      std::memcpy(w.data() + 2 * i, &h, 2);
-    }
-  }
-  return w;
-}
-
 TEST(AmxGemm, WithinTheStatedBoundOfTheExactSumOnEveryTail) {
   if (!amx_available()) GTEST_SKIP() << "no AMX-BF16 here (or DLLMQ_ISA turns it off)";
   std::mt19937 g(77);
@@ -75,22 +63,19 @@ TEST(AmxGemm, WithinTheStatedBoundOfTheExactSumOnEveryTail) {
       std::vector<float> wv(size_t(c.n) * c.k);
       for (size_t i = 0; i < wv.size(); ++i)
         wv[i] = i % 37 == 0 ? 0.0f : nd(g) * (i % 101 == 0 ? 30.0f : 0.05f);
-      const std::vector<uint8_t> w = weights_of(dt, wv);
+      const test_util::OwnedTensor w(wv, {c.n, c.k}, dt);
       const int ldx = c.k + 3, ldy = c.n + 5;
       std::vector<float> x(size_t(c.m) * ldx);
       for (float& v : x) v = nd(g);
       for (size_t i = 5; i < x.size(); i += 97) x[i] = 1e-39f;  // an f32 denormal: read as zero
       std::vector<float> y(size_t(c.m) * ldy, -7.0f);           // the gaps must stay untouched
-      const auto pw = pack_weight_amx(w.data(), dt, c.n, c.k);
+      const auto pw = pack_weight_amx(w.t.data, dt, c.n, c.k);
       ASSERT_TRUE(pw->amx);
       EXPECT_EQ(pw->bytes(), size_t(pw->panels()) * 32 * pw->k_pad * 2);
       const kern::Block b{x.data(), ldx, c.m, y.data(), ldy};
       const int mid = pw->panels() / 2;  // two panel ranges, as two threads would run them
       packed_gemm_amx(*pw, {&b, 1}, 0, mid);
       packed_gemm_amx(*pw, {&b, 1}, mid, pw->panels());
-      // The bf16 weights as the tiles hold them: rounded from the stored dtype.
-      std::vector<float> wf(wv.size());
-      to_f32(dt, w.data(), wf.data(), wf.size());
       const double blocks = (c.k + 31) / 32;
       for (int i = 0; i < c.m; ++i) {
         for (int o = 0; o < ldy; ++o) {
@@ -101,8 +86,9 @@ TEST(AmxGemm, WithinTheStatedBoundOfTheExactSumOnEveryTail) {
           }
           double sum = 0.0, mag = 0.0;
           for (int kk = 0; kk < c.k; ++kk) {
-            const double p = tile_value(act_bf16(x[size_t(i) * ldx + kk])) *
-                             tile_value(f32_to_bf16(wf[size_t(o) * c.k + kk]));
+            const double p =
+                tile_value(act_bf16(x[size_t(i) * ldx + kk])) *
+                tile_value(f32_to_bf16(w.at(size_t(o) * c.k + kk)));  // stored, then bf16
             sum += p;
             mag += std::fabs(p);
           }
@@ -123,22 +109,17 @@ TEST(AmxGemm, WithinTheStatedBoundOfTheExactSumOnEveryTail) {
 // threads: each row's bits are those it gets alone.
 TEST(AmxGemm, LinearRowsDoNotDependOnNeighboursBlocksOrThreads) {
   if (!amx_available()) GTEST_SKIP() << "no AMX-BF16 here (or DLLMQ_ISA turns it off)";
-  const GemmInfo was = gemm_info();
+  const test_util::Bf16PathGuard restore;
   ASSERT_TRUE(gemm_set_bf16_amx(true));
   std::mt19937 g(9);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const int in = 333, out = 200, rows = 70;
   std::vector<float> wv(size_t(out) * in);
   for (float& v : wv) v = 0.05f * nd(g);
-  const std::vector<uint8_t> wb = weights_of(DType::kBF16, wv);
-  TensorView tv;
-  tv.dtype = DType::kBF16;
-  tv.shape = {out, in};
-  tv.data = wb.data();
-  tv.nbytes = wb.size();
+  const test_util::OwnedTensor wb(wv, {out, in}, DType::kBF16);
   std::vector<float> x(size_t(rows) * in);
   for (float& v : x) v = nd(g);
-  Linear l{&tv, nullptr, out, in};
+  Linear l{&wb.t, nullptr, out, in};
   pack_linear(l, ComputeDType::kBF16);
   ASSERT_TRUE(l.packed->amx);
   EXPECT_TRUE(packed_for(l, ComputeDType::kBF16));
@@ -146,19 +127,7 @@ TEST(AmxGemm, LinearRowsDoNotDependOnNeighboursBlocksOrThreads) {
   std::vector<float> alone(size_t(rows) * out);
   for (int i = 0; i < rows; ++i)
     linear(x.data() + size_t(i) * in, 1, l, alone.data() + size_t(i) * out, 0, ComputeDType::kBF16);
-  const int saved = omp_get_max_threads();
-  for (const int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
-    std::vector<float> y(alone.size()), yg(alone.size());
-    linear(x.data(), rows, l, y.data(), 0, ComputeDType::kBF16);
-    EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * 4)) << threads;
-    const LinearRows blocks[] = {{x.data(), 1, yg.data()},
-                                 {x.data() + in, 16, yg.data() + out, true},
-                                 {x.data() + 17 * in, 53, yg.data() + 17 * out}};
-    linear_grouped(blocks, l, 0, ComputeDType::kBF16);
-    EXPECT_EQ(0, std::memcmp(yg.data(), alone.data(), yg.size() * 4)) << threads;
-  }
-  omp_set_num_threads(saved);
+  test_util::expect_rows_equal(l, x, rows, alone, ComputeDType::kBF16);
   // fp32 compute cannot read the AMX layout: it says so rather than multiplying garbage.
   std::vector<float> y(alone.size());
   EXPECT_THROW(linear(x.data(), rows, l, y.data(), 0, ComputeDType::kF32), Error);
@@ -168,12 +137,6 @@ TEST(AmxGemm, LinearRowsDoNotDependOnNeighboursBlocksOrThreads) {
   EXPECT_FALSE(l.packed->amx);
   EXPECT_TRUE(packed_for(l, ComputeDType::kF32));
   linear(x.data(), rows, l, y.data(), 0, ComputeDType::kF32);
-  if (was.bf16_native)
-    gemm_set_bf16_native(true);
-  else if (was.bf16_dot)
-    gemm_set_bf16_dot(true);
-  else
-    gemm_set_bf16_amx(was.bf16_amx);
 }
 
 TEST(AmxGemm, PeakIsMeasuredWhereTheCpuHasIt) {

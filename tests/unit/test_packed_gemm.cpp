@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "linear_rows_check.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
 #include "ops/packed_gemm.h"
@@ -260,7 +261,7 @@ TEST(PackedGemmBf16Dot, EqualsTheEmulatedInstructionOnEveryTail) {
 TEST(PackedGemmBf16Dot, LinearRowsDoNotDependOnNeighboursOrThreads) {
   if (!isa_available(Isa::kAvx512) || !cpu_has_avx512_bf16() || dispatch_isa() != Isa::kAvx512)
     GTEST_SKIP() << "the projections do not run AVX-512 with AVX512-BF16 here";
-  const bool was_dot = gemm_info().bf16_dot, was_native = gemm_info().bf16_native;
+  const test_util::Bf16PathGuard restore;
   ASSERT_TRUE(gemm_set_bf16_dot(true));
   std::mt19937 g(8);
   const int in = 333, out = 200, rows = 70;
@@ -278,23 +279,7 @@ TEST(PackedGemmBf16Dot, LinearRowsDoNotDependOnNeighboursOrThreads) {
                    ref.data(), out);
   Linear l{&tv, nullptr, out, in};
   pack_linear(l);
-  const int saved = omp_get_max_threads();
-  for (const int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
-    std::vector<float> y(ref.size()), yg(ref.size());
-    linear(x.data(), rows, l, y.data(), 0, ComputeDType::kBF16);
-    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << threads;
-    const LinearRows blocks[] = {{x.data(), 1, yg.data()},
-                                 {x.data() + in, 16, yg.data() + out, true},
-                                 {x.data() + 17 * in, 53, yg.data() + 17 * out}};
-    linear_grouped(blocks, l, 0, ComputeDType::kBF16);
-    EXPECT_EQ(0, std::memcmp(yg.data(), ref.data(), yg.size() * 4)) << threads;
-  }
-  omp_set_num_threads(saved);
-  if (was_native)
-    gemm_set_bf16_native(true);
-  else
-    gemm_set_bf16_dot(was_dot);
+  test_util::expect_rows_equal(l, x, rows, ref, ComputeDType::kBF16);
 }
 
 TEST(PackedGemmBf16Dot, PeakIsMeasuredWhereTheCpuHasIt) {
