@@ -178,7 +178,52 @@ void BM_Attention(benchmark::State& st, Kind kind) {
   st.counters["read"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One decode layer's attention at a small model's geometry (8 heads of 128, as /tmp/bm1024 in
+// docs/performance.md): `fresh` rows computed in this forward (the queries are those rows) plus
+// `cached` rows read from a dense store of the compute dtype's KV (f32 for fp32, bf16 for bf16).
+// none: 256 fresh, 0 cached; prefix: 128 fresh (the suffix canvas), 128 cached; dual: 32 fresh,
+// 224 cached. Counter: GFLOP/s of the two products (4 * nq * nk * heads * hd).
+void BM_AttentionDecode(benchmark::State& st) {
+  constexpr int kH = 8, kD = 128;
+  const int fresh = static_cast<int>(st.range(0)), cached = static_cast<int>(st.range(1));
+  const bool bf16 = st.range(2) != 0;
+  const KvGeometry geo{1, kH, kD};
+  DenseKvStore store(geo, bf16 ? DType::kBF16 : DType::kF32, rope());
+  Normal nd(uint64_t(fresh) * 31 + cached);
+  const size_t w = size_t(kH) * kD;
+  std::vector<float> q(fresh * w), k(fresh * w), v(fresh * w), out(q.size());
+  for (auto* b : {&q, &k, &v})
+    for (auto& x : *b) x = nd();
+  if (cached > 0) {
+    store.reset(cached + fresh);
+    std::vector<float> ck(cached * w), cv(cached * w);
+    for (auto* b : {&ck, &cv})
+      for (auto& x : *b) x = nd();
+    store.write(0, 0, cached, ck.data(), cv.data());
+  }
+  StoredKvRows stored(store, 0, {0, cached});
+  FreshKvRows fr(k.data(), v.data(), fresh, int(w), kD);
+  std::vector<const KvRowSource*> srcs;
+  if (cached > 0) srcs.push_back(&stored);
+  srcs.push_back(&fr);
+  attention(q.data(), fresh, kH, kH, kD, srcs, out.data());  // warm scratch
+  for (auto _ : st) {
+    attention(q.data(), fresh, kH, kH, kD, srcs, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 4.0 * fresh * (fresh + cached) * kH * kD;
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void register_all() {
+  for (int bf16 : {0, 1})
+    for (auto [fresh, cached] : {std::pair{256, 0}, {128, 128}, {32, 224}})
+      benchmark::RegisterBenchmark("BM_AttentionDecode", BM_AttentionDecode)
+          ->Args({fresh, cached, bf16})
+          ->ArgNames({"fresh", "cached", "bf16"})
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
   const std::pair<Kind, const char*> kinds[] = {
       {Kind::kF32, "fp32"},    {Kind::kF16, "fp16"},          {Kind::kKivi4, "kivi4"},
       {Kind::kKivi2, "kivi2"}, {Kind::kKvQuant4, "kvquant4"}, {Kind::kKvQuant2, "kvquant2"}};

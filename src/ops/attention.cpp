@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/exp_sum.h"
 #include "ops/gemm.h"
 
 namespace dllmq {
@@ -30,20 +31,16 @@ struct AttnScratch {
 };
 
 // Folds one tile of scores (rows x n, row stride ld) into the running max / sum / accumulator:
-// rescales what was accumulated so far and turns the scores into unnormalised probabilities.
+// rescales what was accumulated so far and turns the scores into unnormalised probabilities. The
+// max and the exponentials run on the vector kernels of ops/exp_sum.h (scalar expf here took as
+// long as the two products at a dual-cache step's 32 rows).
 void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, float* acc,
                          int hd) {
   for (int r = 0; r < rows; ++r) {
     float* sr = s + size_t(r) * ld;
-    float mt = -std::numeric_limits<float>::infinity();
-    for (int k = 0; k < n; ++k) mt = std::max(mt, sr[k]);
-    const float mn = std::max(m[r], mt);
+    const float mn = std::max(m[r], max_f32(sr, n));
     const float alpha = std::exp(m[r] - mn);  // 0 on the first tile (m = -inf)
-    float sum = 0.0f;
-    for (int k = 0; k < n; ++k) {
-      sr[k] = std::exp(sr[k] - mn);
-      sum += sr[k];
-    }
+    const float sum = static_cast<float>(exp_sub_f32(sr, n, mn));
     l[r] = l[r] * alpha + sum;
     m[r] = mn;
     if (alpha != 1.0f) {

@@ -40,6 +40,21 @@ struct V256x2 {
     return {_mm256_sub_pd(z, _mm256_cvtps_pd(_mm_loadu_ps(p))),
             _mm256_sub_pd(z, _mm256_cvtps_pd(_mm_loadu_ps(p + 4)))};
   }
+  static D from_f32(const float* p) {
+    return {_mm256_cvtps_pd(_mm_loadu_ps(p)), _mm256_cvtps_pd(_mm_loadu_ps(p + 4))};
+  }
+  static D from_f32_sub(const float* p, float m) {
+    const __m128 mv = _mm_set1_ps(m);
+    return {_mm256_cvtps_pd(_mm_sub_ps(_mm_loadu_ps(p), mv)),
+            _mm256_cvtps_pd(_mm_sub_ps(_mm_loadu_ps(p + 4), mv))};
+  }
+  static D store_f32(float* p, D e) {
+    const __m128 a = _mm256_cvtpd_ps(e.a), b = _mm256_cvtpd_ps(e.b);
+    _mm_storeu_ps(p, a);
+    _mm_storeu_ps(p + 4, b);
+    return {_mm256_cvtps_pd(a), _mm256_cvtps_pd(b)};
+  }
+  static D max(D x, D y) { return {_mm256_max_pd(x.a, y.a), _mm256_max_pd(x.b, y.b)}; }
   static void silu_store(float* g, D e, const float* up) {
     const __m256 ef = _mm256_set_m128(_mm256_cvtpd_ps(e.b), _mm256_cvtpd_ps(e.a));
     const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), ef);
@@ -67,6 +82,14 @@ double exp_sum_avx2(const double* l, int n, double m, double* out) {
 
 void silu_mul_avx2(float* gate, const float* up, size_t n) {
   silu_mul_impl<V256x2>(gate, up, n);
+}
+
+float max_f32_avx2(const float* s, int n) {
+  return max_f32_impl<V256x2>(s, n);
+}
+
+double exp_sub_f32_avx2(float* s, int n, float m) {
+  return exp_sub_f32_impl<V256x2>(s, n, m);
 }
 
 }  // namespace dllmq::kern

@@ -28,6 +28,16 @@ struct V512 {
   static D from_f32_neg(const float* p) {
     return _mm512_sub_pd(_mm512_setzero_pd(), _mm512_cvtps_pd(_mm256_loadu_ps(p)));
   }
+  static D from_f32(const float* p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
+  static D from_f32_sub(const float* p, float m) {
+    return _mm512_cvtps_pd(_mm256_sub_ps(_mm256_loadu_ps(p), _mm256_set1_ps(m)));
+  }
+  static D store_f32(float* p, D e) {
+    const __m256 f = _mm512_cvtpd_ps(e);
+    _mm256_storeu_ps(p, f);
+    return _mm512_cvtps_pd(f);
+  }
+  static D max(D a, D b) { return _mm512_max_pd(a, b); }
   static void silu_store(float* g, D e, const float* up) {
     const __m256 ef = _mm512_cvtpd_ps(e);
     const __m256 den = _mm256_add_ps(_mm256_set1_ps(1.0f), ef);
@@ -53,6 +63,14 @@ double exp_sum_avx512(const double* l, int n, double m, double* out) {
 
 void silu_mul_avx512(float* gate, const float* up, size_t n) {
   silu_mul_impl<V512>(gate, up, n);
+}
+
+float max_f32_avx512(const float* s, int n) {
+  return max_f32_impl<V512>(s, n);
+}
+
+double exp_sub_f32_avx512(float* s, int n, float m) {
+  return exp_sub_f32_impl<V512>(s, n, m);
 }
 
 }  // namespace dllmq::kern

@@ -3,13 +3,17 @@
 // anonymous namespace, a traits struct V over 8 doubles (one AVX-512 vector, two AVX2 ones, or an
 // array) with: D, load, store, set1, add, sub, mul, fma, round (to nearest even), pow2 (2^k of
 // integer-valued lanes, as exp_c::pow2_scalar), all_in_range (whether every lane is in [lo, hi]),
-// from_f32_neg (8 floats, negated, widened to doubles), silu_store (g[j] = g[j] / (1 + float(e_j))
+// from_f32_neg (8 floats, negated, widened to doubles), from_f32 (widened), from_f32_sub (8 floats
+// minus a float, in float, widened), store_f32 (rounds 8 lanes to float, stores them and returns
+// them widened), max (vmaxpd's rule: b unless a > b), silu_store (g[j] = g[j] / (1 + float(e_j))
 // * up[j] over the 8 lanes, in float, each operation rounded once as the scalar expression).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "ops/exp_constants.h"
 
@@ -62,6 +66,40 @@ double exp_sum_impl(const double* l, int n, double m, double* out) {
     const double e = exp_c::exp_scalar(l[v] - m);
     if (out != nullptr) out[v] = e;
     total += e;
+  }
+  return total;
+}
+
+// The largest of s[0 .. n): 8 running maxima over the lanes, then the lanes and the tail in order
+// (the maximum of finite values does not depend on the order; a NaN is not looked for).
+template <class V>
+float max_f32_impl(const float* s, int n) {
+  float mt = -std::numeric_limits<float>::infinity();
+  int k = 0;
+  if (n >= 8) {
+    typename V::D mx = V::from_f32(s);
+    for (k = 8; k + 8 <= n; k += 8) mx = V::max(mx, V::from_f32(s + k));
+    alignas(64) double l[8];
+    V::store(l, mx);
+    for (double x : l) mt = std::max(mt, float(x));
+  }
+  for (; k < n; ++k) mt = std::max(mt, s[k]);
+  return mt;
+}
+
+// s[k] = float(exp(double(s[k] - m))) (the difference in float), returning the sum of the stored
+// floats in exp_sum_impl's fixed order.
+template <class V>
+double exp_sub_f32_impl(float* s, int n, float m) {
+  typename V::D acc = V::set1(0.0);
+  int v = 0;
+  for (; v + 8 <= n; v += 8) acc = V::add(acc, V::store_f32(s + v, exp8<V>(V::from_f32_sub(s + v, m))));
+  alignas(64) double a[8];
+  V::store(a, acc);
+  double total = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; v < n; ++v) {
+    s[v] = static_cast<float>(exp_c::exp_scalar(double(s[v] - m)));
+    total += s[v];
   }
   return total;
 }

@@ -51,6 +51,20 @@ struct VScalar {
   static D from_f32_neg(const float* p) {
     return map([&](int j) { return -double(p[j]); });
   }
+  static D from_f32(const float* p) {
+    return map([&](int j) { return double(p[j]); });
+  }
+  static D from_f32_sub(const float* p, float m) {
+    return map([&](int j) { return double(p[j] - m); });
+  }
+  static D store_f32(float* p, const D& e) {
+    for (int j = 0; j < 8; ++j) p[j] = static_cast<float>(e.x[j]);
+    return map([&](int j) { return double(p[j]); });
+  }
+  // As vmaxpd: the second operand unless the first is greater (so a NaN lane yields b).
+  static D max(const D& a, const D& b) {
+    return map([&](int j) { return a.x[j] > b.x[j] ? a.x[j] : b.x[j]; });
+  }
   static void silu_store(float* g, const D& e, const float* up) {
     for (int j = 0; j < 8; ++j) g[j] = g[j] / (1.0f + static_cast<float>(e.x[j])) * up[j];
   }
@@ -106,6 +120,25 @@ void silu_mul_scalar(float* gate, const float* up, size_t n) {
 void silu_mul_vec(float* gate, const float* up, size_t n) {
   static const auto fn = for_isa(kern::silu_mul_avx512, kern::silu_mul_avx2, silu_mul_scalar);
   fn(gate, up, n);
+}
+
+float max_f32_scalar(const float* s, int n) {
+  return kern::max_f32_impl<kern::VScalar>(s, n);
+}
+
+float max_f32(const float* s, int n) {
+  static const auto fn = for_isa(kern::max_f32_avx512, kern::max_f32_avx2, max_f32_scalar);
+  return fn(s, n);
+}
+
+double exp_sub_f32_scalar(float* s, int n, float m) {
+  return kern::exp_sub_f32_impl<kern::VScalar>(s, n, m);
+}
+
+double exp_sub_f32(float* s, int n, float m) {
+  static const auto fn = for_isa(kern::exp_sub_f32_avx512, kern::exp_sub_f32_avx2,
+                                 exp_sub_f32_scalar);
+  return fn(s, n, m);
 }
 
 }  // namespace dllmq

@@ -35,4 +35,14 @@ double exp_shifted_sum_scalar(const double* l, int n, double m, double* out);
 void silu_mul_vec(float* gate, const float* up, size_t n);
 void silu_mul_scalar(float* gate, const float* up, size_t n);  // the portable twin
 
+// Attention's online softmax over one row of a score tile (ops/attention.cpp), on the vector
+// units: the row's maximum, and s[k] = float(exp_shifted(double(s[k] - m))) with the difference
+// taken in float (the correctly rounded expf of it, as above), returning the sum of the stored
+// terms taken in double in the fixed order of exp_shifted_sum. The same bits on every
+// instruction set; the _scalar forms are the twins.
+float max_f32(const float* s, int n);
+float max_f32_scalar(const float* s, int n);
+double exp_sub_f32(float* s, int n, float m);
+double exp_sub_f32_scalar(float* s, int n, float m);
+
 }  // namespace dllmq

@@ -1,7 +1,8 @@
 // ops/exp_sum.h: every instruction set's kernel equals the portable twin bit for bit (terms and
 // sum) over lengths that hit every tail, with -inf entries and terms outside the polynomial's
 // range; each term is within 2 ulp of std::exp over [-745, 708]; and the sum agrees with a
-// long-double sum of std::exp to within a few ulp.
+// long-double sum of std::exp to within a few ulp. Likewise SwiGLU's gate and attention's
+// online-softmax row, in float.
 #include "ops/exp_sum.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ops/exp_kernel.h"
@@ -110,6 +112,48 @@ TEST(ExpSum, SiluMulEqualsTheTwinAndGlibcExpf) {
       }
     }
     EXPECT_LE(differ, n / 1000 + 1) << n;
+  }
+}
+
+// Attention's online-softmax row (max_f32, exp_sub_f32): every path equals the twin bit for bit
+// over every tail; each term is float(exp_shifted(double(s - m))), within one ulp of glibc's
+// expf of the same float difference (what it replaced); the sum is the stored terms' sum to
+// within a few ulp of a long-double one.
+TEST(ExpSum, AttentionRowEqualsTheTwinAndGlibcExpf) {
+  std::mt19937 g(8);
+  std::normal_distribution<float> nd(0.0f, 6.0f);
+  for (int n : {1, 7, 8, 9, 15, 16, 17, 127, 128, 129, 512, 1001}) {
+    std::vector<float> s(n);
+    for (float& v : s) v = nd(g);
+    for (int i = 4; i < n; i += 37) s[i] = -200.0f;  // an exp that underflows float
+    const float mref = max_f32_scalar(s.data(), n);
+    EXPECT_EQ(mref, *std::max_element(s.begin(), s.end())) << n;
+    std::vector<float> ref = s;
+    const double sref = exp_sub_f32_scalar(ref.data(), n, mref);
+    long double exact = 0;
+    for (int i = 0; i < n; ++i) {
+      const float d = s[i] - mref;
+      ASSERT_EQ(ref[i], static_cast<float>(exp_shifted(double(d)))) << i;
+      const float old = std::exp(d);
+      EXPECT_LE(std::fabs(old - ref[i]), std::fabs(old) * 1.2e-7f) << d;
+      exact += ref[i];
+    }
+    EXPECT_NEAR(sref, static_cast<double>(exact), 4e-16 * sref * std::log2(n + 1.0)) << n;
+    std::vector<std::tuple<const char*, float (*)(const float*, int),
+                           double (*)(float*, int, float)>>
+        paths;
+    if (isa_available(Isa::kAvx2))
+      paths.push_back({"avx2", kern::max_f32_avx2, kern::exp_sub_f32_avx2});
+    if (isa_available(Isa::kAvx512))
+      paths.push_back({"avx512", kern::max_f32_avx512, kern::exp_sub_f32_avx512});
+    paths.push_back({"dispatched", max_f32, exp_sub_f32});
+    for (const auto& [name, mx, ex] : paths) {
+      EXPECT_EQ(mx(s.data(), n), mref) << name << " n " << n;
+      std::vector<float> got = s;
+      const double sum = ex(got.data(), n, mref);
+      EXPECT_EQ(0, std::memcmp(&sum, &sref, 8)) << name << " n " << n;
+      EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), 4 * size_t(n))) << name << " n " << n;
+    }
   }
 }
 
