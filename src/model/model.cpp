@@ -16,6 +16,7 @@
 #include "ops/norm_act.h"
 #include "util/error.h"
 #include "util/mmap_file.h"
+#include "util/team_cpu_clock.h"
 
 namespace dllmq {
 
@@ -27,13 +28,15 @@ double clock_s(clockid_t id) {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-// Charges the wall and process CPU time since the previous charge to a phase. Phases follow one
-// another on the calling thread; CPU time counts every thread (worker spin-waits included).
+// Charges the wall and CPU time since the previous charge to a phase. Phases follow one another
+// on the calling thread; CPU time counts the OpenMP team's threads (worker spin-waits included),
+// read from their own clocks so that a phase shorter than a scheduler tick gets its own time
+// (util/team_cpu_clock.h).
 class PhaseClock {
  public:
-  PhaseClock() : wall_(clock_s(CLOCK_MONOTONIC)), cpu_(clock_s(CLOCK_PROCESS_CPUTIME_ID)) {}
+  PhaseClock() : wall_(clock_s(CLOCK_MONOTONIC)), cpu_(team_cpu_s()) {}
   void charge(PhaseStat& s) {
-    const double w = clock_s(CLOCK_MONOTONIC), c = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    const double w = clock_s(CLOCK_MONOTONIC), c = team_cpu_s();
     s.wall_s += w - wall_;
     s.cpu_s += c - cpu_;
     wall_ = w;
