@@ -132,11 +132,12 @@ class Decoder {
     f.store = store_.get();
     f.write = write;
     f.logits = raw_rows(a, b);
+    f.logit_rows = masked_rows(f.logits);
     f.active = {a, b};
     f.observer = opt_.observer;
     float* out = logits_for(f.logits.size());
     run_forward(f, out);
-    check_logits(out, f.logits.size());
+    check_logits(out, f);
     ++nfe_;
     note_kv();
     if (opt_.probe) opt_.probe->after_forward(m_, f, out);
@@ -153,22 +154,45 @@ class Decoder {
     f.store = store_.get();
     f.cached = cached;
     f.logits = rows;
+    f.logit_rows = masked_rows(rows);
     f.active = active_;
     if (tracer_ && opt_.observer) fail("--trace-cache and a calibration observer are exclusive");
     f.observer = tracer_ ? tracer_->cached_observer() : opt_.observer;
     float* out = logits_for(f.logits.size());
     run_forward(f, out);
-    check_logits(out, f.logits.size());
+    check_logits(out, f);
     ++nfe_;
     if (opt_.probe) opt_.probe->after_forward(m_, f, out);
     if (tracer_) tracer_->finish_step(m_, x_, *store_, cached, q0, q1, block, steps_, nfe_);
     return out;
   }
 
+  // The offsets in `rows` of the raw rows whose positions are still masked: the only rows the
+  // proposals read (propose: position p reads row p - a), so the LM head skips the others
+  // (ForwardArgs::logit_rows; up to half of its work over a block's steps). Only where a row
+  // predicts its own position (no logits shift: LLaDA) and no probe reads every row; empty
+  // (every row) otherwise or when every row is masked.
+  std::vector<int> masked_rows(PosRange rows) const {
+    std::vector<int> r;
+    if (cfg_.logits_shift != 0 || opt_.probe) return r;
+    for (int p = rows.begin; p < rows.end; ++p)
+      if (x_[p] == cfg_.mask_id) r.push_back(p - rows.begin);
+    if (static_cast<int>(r.size()) == rows.size()) r.clear();
+    return r;
+  }
+
+  // check_logits over the rows the forward computed.
+  void check_logits(const float* p, const ForwardArgs& f) const {
+    if (f.logit_rows.empty()) return check_logits(p, f.logits.size());
+    const size_t V = cfg_.vocab_size;
+    for (int r : f.logit_rows) check_logits(p + size_t(r) * V, 1, r);
+  }
+
   // Non-finite logits (NaN or inf in the checkpoint's weights, an overflow) would make every
   // ranking garbage while decoding went on and exited 0; stop with an error instead. One pass
-  // over rows x vocab per forward, small next to the forward itself.
-  void check_logits(const float* p, int rows) const {
+  // over rows x vocab per forward, small next to the forward itself. (`row0`: the first row's
+  // number, for the message.)
+  void check_logits(const float* p, int rows, int row0 = 0) const {
     const size_t n = size_t(rows) * cfg_.vocab_size;
     for (size_t i = 0; i < n; ++i)
       if (!std::isfinite(p[i]))
@@ -176,7 +200,7 @@ class Decoder {
             "{}: the model produced a non-finite logit ({} at row {}, token {}) in forward {}; "
             "its weights or config.json hold values that do not compute (NaN/inf weights, an "
             "extreme rope_theta or rms_norm_eps?)",
-            m_.dir(), p[i], i / cfg_.vocab_size, i % cfg_.vocab_size, nfe_ + 1);
+            m_.dir(), p[i], row0 + i / cfg_.vocab_size, i % cfg_.vocab_size, nfe_ + 1);
   }
 
   void note_kv() {

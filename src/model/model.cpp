@@ -302,16 +302,37 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     add_in_place(x_.data(), h_.data(), size_t(n) * d);
   }
 
-  // Final norm and LM head on the rows that need logits, each canvas's into its own output.
+  // Final norm and LM head on the rows that need logits, each canvas's into its own output. A
+  // canvas that names its rows (logit_rows) has them gathered into one block, multiplied into
+  // head_rows_ and copied to their output rows: one product over the gathered rows instead of
+  // one per run of rows.
+  const size_t V = cfg_.vocab_size;
   blocks_.clear();
   int nl_all = 0;
+  size_t gathered = 0;
+  for (size_t c = 0; c < nc; ++c) gathered += canvases[c].args->logit_rows.size();
+  if (head_rows_.size() < gathered * V) head_rows_.resize(gathered * V);
+  gathered = 0;
   for (size_t c = 0; c < nc; ++c) {
     const ForwardArgs& a = *canvases[c].args;
     if (a.logits.empty()) continue;
-    const int r0 = row0[c] + a.logits.begin - a.pos0, nl = a.logits.size();
+    const int r0 = row0[c] + a.logits.begin - a.pos0, nl = a.n_logit_rows();
     float* h = h_.data() + size_t(nl_all) * d;
-    rmsnorm(x_.data() + size_t(r0) * d, nl, d, w_.final_norm.data(), cfg_.rms_eps, h);
-    blocks_.push_back({h, nl, canvases[c].logits});
+    if (a.logit_rows.empty()) {
+      rmsnorm(x_.data() + size_t(r0) * d, nl, d, w_.final_norm.data(), cfg_.rms_eps, h);
+      blocks_.push_back({h, nl, canvases[c].logits});
+    } else {
+      for (int i = 0; i < nl; ++i) {
+        const int r = a.logit_rows[i];
+        if (r < 0 || r >= a.logits.size() || (i > 0 && r <= a.logit_rows[i - 1]))
+          fail("forward: logit_rows must ascend inside [0, {}) (row {} is {})", a.logits.size(),
+               i, r);
+        rmsnorm(x_.data() + size_t(r0 + r) * d, 1, d, w_.final_norm.data(), cfg_.rms_eps,
+                h + size_t(i) * d);
+      }
+      blocks_.push_back({h, nl, head_rows_.data() + gathered * V});
+      gathered += nl;
+    }
     nl_all += nl;
   }
   if (blocks_.empty()) {
@@ -319,6 +340,14 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     return;
   }
   linear_grouped(blocks_, w_.lm_head, cfg_.vocab_size, dt);  // [nl, vocab] per canvas
+  gathered = 0;
+  for (size_t c = 0; c < nc; ++c) {
+    const ForwardArgs& a = *canvases[c].args;
+    if (a.logits.empty()) continue;
+    for (size_t i = 0; i < a.logit_rows.size(); ++i, ++gathered)
+      std::memcpy(canvases[c].logits + size_t(a.logit_rows[i]) * V,
+                  head_rows_.data() + gathered * V, V * sizeof(float));
+  }
   for (const LinearRows& b : blocks_) {
     pf.head.flops += 2.0 * b.n * d * cfg_.vocab_size;
     pf.head.bytes += weight_bytes(w_.lm_head) + 4.0 * b.n * (d + double(cfg_.vocab_size));
@@ -357,7 +386,7 @@ void Model::account(const ForwardArgs& a) {
   ForwardProfile& pf = profile_;
   int n_keys = n;
   for (const PosRange& r : a.cached) n_keys += r.size();
-  flops_done_ += forward_flops(n, n_keys, a.logits.size());
+  flops_done_ += forward_flops(n, n_keys, a.n_logit_rows());
   const double qd = double(cfg_.n_heads) * cfg_.head_dim;
   double cached_kv_bytes = 0.0;
   if (a.store != nullptr)
@@ -408,7 +437,7 @@ BatchGemm Model::batch_gemm() {
 double Model::forward_flops(const ForwardArgs& a) const {
   int n_keys = static_cast<int>(a.ids.size());
   for (const PosRange& r : a.cached) n_keys += r.size();
-  return forward_flops(static_cast<int>(a.ids.size()), n_keys, a.logits.size());
+  return forward_flops(static_cast<int>(a.ids.size()), n_keys, a.n_logit_rows());
 }
 
 double Model::forward_flops(int n, int n_keys, int n_logits) const {

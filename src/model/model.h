@@ -43,8 +43,18 @@ struct ForwardArgs {
   std::vector<PosRange> cached;  // store rows attended to besides the fresh rows
   PosRange write;                // canvas rows whose fresh K/V are written to the store
   PosRange logits;               // canvas rows whose raw logits are computed (subset of fresh rows)
+  // Rows of `logits` that need them, as ascending offsets from logits.begin (the decoder's still
+  // masked positions): when not empty only these rows get the final norm and the LM head, each
+  // into its own row of the output, and the output's other rows are left as they were. The LM
+  // head is one product per row, so each computed row has the bits it has when every row is
+  // computed (on the packed and AMX kernels). Empty: every row of `logits`.
+  std::vector<int> logit_rows;
   PosRange active;               // the decoder's active block (a label for observers; may be empty)
   LayerObserver* observer = nullptr;
+
+  int n_logit_rows() const {
+    return logit_rows.empty() ? logits.size() : static_cast<int>(logit_rows.size());
+  }
 };
 
 // One canvas of a batched forward: its arguments and where its logits rows go
@@ -204,6 +214,7 @@ class Model {
   ForwardProfile profile_;
   int cap_ = 0;
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
+  std::vector<float> head_rows_;    // LM head output of canvases with logit_rows, before scatter
   std::vector<int> rows_;           // batched forward: rows of each canvas
   std::vector<LinearRows> blocks_;  // batched forward: the GEMM blocks of a projection
   std::vector<std::exception_ptr> canvas_errors_;  // batched forward: a store's refusal per canvas

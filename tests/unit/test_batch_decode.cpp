@@ -277,6 +277,64 @@ TEST(ForwardBatch, EachCanvasGetsItsSingleForwardLogits) {
   gemm_select(before);
 }
 
+// ForwardArgs::logit_rows: the named rows of a canvas's logits, alone or batched beside other
+// canvases, have the bits they have when every row is computed; the other output rows keep what
+// they held. In fp32 (packed kernels) and, where bf16 compute runs on our own kernels (AMX tiles,
+// vdpbf16ps or widening: one product per row, unlike oneDNN's), in bf16.
+TEST(ForwardBatch, LogitRowsKeepTheirBitsAndLeaveTheOtherRows) {
+  Model& m = model();
+  const int V = m.config().vocab_size;
+  const std::vector<int32_t> a = random_prompt(40, 7), c = random_prompt(20, 8);
+  m.reserve_positions(64);
+  const ComputeDType before = m.compute_dtype();
+  for (ComputeDType dt : {ComputeDType::kF32, ComputeDType::kBF16}) {
+    m.set_compute_dtype(dt);
+    if (dt == ComputeDType::kBF16 && gemm_info().bf16_native) continue;
+    ForwardArgs full;
+    full.ids = a;
+    full.logits = {8, 40};
+    std::vector<float> ref(32 * size_t(V));
+    m.forward(full, ref.data());
+    ForwardArgs other;  // a canvas beside it in the batch, every row
+    other.ids = c;
+    other.logits = {0, 20};
+    std::vector<float> ref_other(20 * size_t(V)), got_other(ref_other.size());
+    m.forward(other, ref_other.data());
+    for (const std::vector<int>& rows :
+         std::vector<std::vector<int>>{{0}, {31}, {0, 1, 2, 5, 17, 30, 31}, {3, 4, 5, 6}}) {
+      ForwardArgs sub = full;
+      sub.logit_rows = rows;
+      EXPECT_EQ(sub.n_logit_rows(), int(rows.size()));
+      for (bool batched : {false, true}) {
+        std::vector<float> got(ref.size(), 12345.0f);
+        if (batched) {
+          const CanvasForward batch[] = {{&other, got_other.data()}, {&sub, got.data()}};
+          m.forward_batch(batch);
+          EXPECT_EQ(0, std::memcmp(got_other.data(), ref_other.data(), ref_other.size() * 4));
+        } else {
+          m.forward(sub, got.data());
+        }
+        for (int r = 0; r < 32; ++r) {
+          const float* g = got.data() + size_t(r) * V;
+          if (std::find(rows.begin(), rows.end(), r) != rows.end())
+            EXPECT_EQ(0, std::memcmp(g, ref.data() + size_t(r) * V, size_t(V) * 4))
+                << "row " << r << (batched ? " batched" : "") << " dtype " << int(dt);
+          else
+            EXPECT_TRUE(std::all_of(g, g + V, [](float x) { return x == 12345.0f; }))
+                << "row " << r << " was written";
+        }
+      }
+    }
+    ForwardArgs bad = full;
+    bad.logit_rows = {3, 3};
+    std::vector<float> out(ref.size());
+    EXPECT_THROW(m.forward(bad, out.data()), Error);
+    bad.logit_rows = {32};
+    EXPECT_THROW(m.forward(bad, out.data()), Error);
+  }
+  m.set_compute_dtype(before);
+}
+
 // A spread of settings; job i of a batch takes settings[(i + shift) % size].
 GenerateOptions setting(int k) {
   GenerateOptions o;
