@@ -325,8 +325,8 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
       for (int i = 0; i < nl; ++i) {
         const int r = a.logit_rows[i];
         if (r < 0 || r >= a.logits.size() || (i > 0 && r <= a.logit_rows[i - 1]))
-          fail("forward: logit_rows must ascend inside [0, {}) (row {} is {})", a.logits.size(),
-               i, r);
+          fail("forward: logit_rows must ascend inside [0, {}) (row {} is {})", a.logits.size(), i,
+               r);
         rmsnorm(x_.data() + size_t(r0 + r) * d, 1, d, w_.final_norm.data(), cfg_.rms_eps,
                 h + size_t(i) * d);
       }

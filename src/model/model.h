@@ -49,7 +49,7 @@ struct ForwardArgs {
   // head is one product per row, so each computed row has the bits it has when every row is
   // computed (on the packed and AMX kernels). Empty: every row of `logits`.
   std::vector<int> logit_rows;
-  PosRange active;               // the decoder's active block (a label for observers; may be empty)
+  PosRange active;  // the decoder's active block (a label for observers; may be empty)
   LayerObserver* observer = nullptr;
 
   int n_logit_rows() const {

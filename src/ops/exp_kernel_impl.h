@@ -93,7 +93,8 @@ template <class V>
 double exp_sub_f32_impl(float* s, int n, float m) {
   typename V::D acc = V::set1(0.0);
   int v = 0;
-  for (; v + 8 <= n; v += 8) acc = V::add(acc, V::store_f32(s + v, exp8<V>(V::from_f32_sub(s + v, m))));
+  for (; v + 8 <= n; v += 8)
+    acc = V::add(acc, V::store_f32(s + v, exp8<V>(V::from_f32_sub(s + v, m))));
   alignas(64) double a[8];
   V::store(a, acc);
   double total = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));

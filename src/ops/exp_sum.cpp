@@ -136,8 +136,8 @@ double exp_sub_f32_scalar(float* s, int n, float m) {
 }
 
 double exp_sub_f32(float* s, int n, float m) {
-  static const auto fn = for_isa(kern::exp_sub_f32_avx512, kern::exp_sub_f32_avx2,
-                                 exp_sub_f32_scalar);
+  static const auto fn =
+      for_isa(kern::exp_sub_f32_avx512, kern::exp_sub_f32_avx2, exp_sub_f32_scalar);
   return fn(s, n, m);
 }
 

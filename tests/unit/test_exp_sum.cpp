@@ -139,8 +139,8 @@ TEST(ExpSum, AttentionRowEqualsTheTwinAndGlibcExpf) {
       exact += ref[i];
     }
     EXPECT_NEAR(sref, static_cast<double>(exact), 4e-16 * sref * std::log2(n + 1.0)) << n;
-    std::vector<std::tuple<const char*, float (*)(const float*, int),
-                           double (*)(float*, int, float)>>
+    std::vector<
+        std::tuple<const char*, float (*)(const float*, int), double (*)(float*, int, float)>>
         paths;
     if (isa_available(Isa::kAvx2))
       paths.push_back({"avx2", kern::max_f32_avx2, kern::exp_sub_f32_avx2});
