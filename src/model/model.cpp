@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -38,7 +39,7 @@ class PhaseClock {
   void charge(PhaseStat& s) {
     const double w = clock_s(CLOCK_MONOTONIC), c = team_cpu_s();
     s.wall_s += w - wall_;
-    s.cpu_s += c - cpu_;
+    s.cpu_s += std::max(0.0, c - cpu_);  // a team found anew mid-forward reads from a new sum
     wall_ = w;
     cpu_ = c;
   }

@@ -151,10 +151,13 @@ struct PackedGemm {
       // The panels' weights 2 KiB ahead, into L1: a 32-row dual-cache product streams every
       // weight once per step from L3 (the embedded and benchmark models do not fit L2), and the
       // hardware prefetchers alone left it at 188-200 GFLOP/s on two cores, 224-240 with this
-      // (d 1024 benchmark model, dual cache; docs/performance.md). No effect on the bits.
+      // (d 1024 benchmark model, dual cache; docs/performance.md). Every 64-byte line of a k row:
+      // AVX-512 panels of f32 weights take two lines a k. No effect on the bits.
 #pragma GCC unroll 16
       for (int p = 0; p < NP; ++p)
-        __builtin_prefetch(w + p * pstride + kk * KSTRIDE + kPrefetchBytes, 0, 3);
+#pragma GCC unroll 2
+        for (ptrdiff_t line = 0; line < KSTRIDE; line += 64)
+          __builtin_prefetch(w + p * pstride + kk * KSTRIDE + kPrefetchBytes + line, 0, 3);
       R b[2 * NP];
 #pragma GCC unroll 16
       for (int p = 0; p < NP; ++p) {
