@@ -24,15 +24,14 @@
 #include "ops/packed_gemm.h"
 #include "util/error.h"
 #include "util/memory.h"
+#include "util/team_cpu_clock.h"
 
 namespace dllmq::cli {
 
 namespace {
 
 double process_cpu_s() {
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  return clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 struct Peaks {

@@ -23,12 +23,6 @@ namespace dllmq {
 
 namespace {
 
-double clock_s(clockid_t id) {
-  timespec t;
-  clock_gettime(id, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
-
 // Charges the wall and CPU time since the previous charge to a phase. Phases follow one another
 // on the calling thread; CPU time counts the OpenMP team's threads (worker spin-waits included),
 // read from their own clocks so that a phase shorter than a scheduler tick gets its own time

@@ -2,19 +2,19 @@
 
 #include <omp.h>
 #include <pthread.h>
-#include <time.h>
 
 #include <vector>
 
 namespace dllmq {
 
-namespace {
-
 double clock_s(clockid_t id, bool* ok) {
-  timespec t;
-  *ok = clock_gettime(id, &t) == 0;
+  timespec t{};
+  const bool read = clock_gettime(id, &t) == 0;
+  if (ok != nullptr) *ok = read;
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
+
+namespace {
 
 // The team's thread clocks, found by running a parallel region of the team's size (libgomp keeps
 // its threads between regions, so the same threads run the forward's regions).
@@ -33,10 +33,7 @@ std::vector<clockid_t> find_team(int n) {
 double team_cpu_s() {
   // Per calling thread: libgomp gives each thread that starts regions its own team.
   thread_local std::vector<clockid_t> ids;
-  if (omp_in_parallel()) {  // not from inside a region: the team is busy; the process clock
-    bool ok;
-    return clock_s(CLOCK_PROCESS_CPUTIME_ID, &ok);
-  }
+  if (omp_in_parallel()) return clock_s(CLOCK_PROCESS_CPUTIME_ID);  // the team is busy
   const int n = omp_get_max_threads();
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (int(ids.size()) != n || attempt == 1) ids = find_team(n);
@@ -49,8 +46,7 @@ double team_cpu_s() {
     }
     if (all) return sum;
   }
-  bool ok;
-  return clock_s(CLOCK_PROCESS_CPUTIME_ID, &ok);
+  return clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 }  // namespace dllmq

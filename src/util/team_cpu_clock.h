@@ -7,7 +7,12 @@
 // to date by the kernel (task_sched_runtime), so the sum is current when it is read.
 #pragma once
 
+#include <time.h>
+
 namespace dllmq {
+
+// Seconds on clock `id` (clock_gettime); *ok, when given, says whether the clock could be read.
+double clock_s(clockid_t id, bool* ok = nullptr);
 
 // CPU seconds used so far by the threads of the OpenMP team of omp_get_max_threads() threads
 // started by the calling thread (itself included). The team's threads are found once per calling
