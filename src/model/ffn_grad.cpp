@@ -8,6 +8,7 @@
 #include "ops/backward.h"
 #include "ops/norm_act.h"
 #include "util/error.h"
+#include "util/parallel_for.h"
 
 namespace dllmq {
 
@@ -89,13 +90,13 @@ void moe_ffn_backward(const MoeFfn& f, const MoeRouting& r, const float* h, int 
   std::vector<int> active;
   for (int e = 0; e < E; ++e)
     if (offset[e + 1] > offset[e]) active.push_back(e);
-      // Experts write disjoint slot ranges: they run side by side.
-#pragma omp parallel for schedule(dynamic, 1) if (active.size() > 1)
-  for (size_t i = 0; i < active.size(); ++i) {
+  // Experts write disjoint slot ranges: they run side by side (one alone runs its products on the
+  // team, at top level: util/parallel_for.h).
+  for_each_item(active.size(), active.size() > 1, [&](size_t i) {
     const int e = active[i], o = offset[e], n_e = offset[e + 1] - o;
     expert_backward(f.experts[size_t(e)], xg.data() + size_t(o) * d, dyg.data() + size_t(o) * d,
                     wg.data() + o, n_e, dt, dxg.data() + size_t(o) * d, dwg.data() + o);
-  }
+  });
 
   // Scatter the experts' input gradients back to the rows; the router's through p.
   std::vector<float> dlogits(size_t(n) * E), p(static_cast<size_t>(E)), dp(p.size());

@@ -17,6 +17,7 @@
 #include "ops/norm_act.h"
 #include "util/error.h"
 #include "util/mmap_file.h"
+#include "util/parallel_for.h"
 #include "util/team_cpu_clock.h"
 
 namespace dllmq {
@@ -223,8 +224,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     errors.assign(nc, nullptr);
     bool observed = false;
     for (size_t c = 0; c < nc; ++c) observed |= canvases[c].args->observer != nullptr;
-#pragma omp parallel for schedule(dynamic, 1) if (nc > 1 && !observed)
-    for (size_t c = 0; c < nc; ++c) {
+    for_each_item(nc, nc > 1 && !observed, [&](size_t c) {
       const ForwardArgs& a = *canvases[c].args;
       const int nr = rows_of(a);
       float* q = q_.data() + size_t(row0[c]) * qd;
@@ -239,12 +239,12 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
         if (a.observer) a.observer->on_kv(l, a.pos0, nr, k, v);
       } catch (...) {
         errors[c] = std::current_exception();
-        continue;
+        return;
       }
       rope_.apply(q, nr, nh, a.pos0);
       rope_.apply(k, nr, nkv, a.pos0);
       if (a.observer) a.observer->on_query(l, a.pos0, nr, q);
-    }
+    });
     for (const std::exception_ptr& e : errors)
       if (e) std::rethrow_exception(e);
     clock.charge(pf.other);

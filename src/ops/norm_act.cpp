@@ -7,8 +7,17 @@
 
 namespace dllmq {
 
+namespace {
+// Values from which a row-wise operation is split over the threads: a dual-cache step's 32 rows
+// of d 1024 (32,768 values) are. A top-level region costs about 1 us here; these operations run
+// at several values per ns, so below this the split saves less than it costs. (These were 65,536
+// while RoPE and the KV writes ran inside an inactive region, where each region cost 35-45 us:
+// util/parallel_for.h.)
+constexpr size_t kParallelValues = 16384;
+}  // namespace
+
 void rmsnorm(const float* x, int n, int d, const float* w, float eps, float* out) {
-#pragma omp parallel for schedule(static) if (size_t(n) * d > (1u << 16))
+#pragma omp parallel for schedule(static) if (size_t(n) * d > kParallelValues)
   for (int i = 0; i < n; ++i) {
     const float* xi = x + size_t(i) * d;
     float* oi = out + size_t(i) * d;
@@ -35,7 +44,7 @@ void rmsnorm_ref(const float* x, int n, int d, const float* w, float eps, float*
 void silu_mul(float* gate, const float* up, size_t n) {
   constexpr size_t kChunk = 4096;  // a multiple of the kernels' 8 lanes
   const size_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > kParallelValues)
   for (size_t c = 0; c < chunks; ++c) {
     const size_t i0 = c * kChunk;
     silu_mul_vec(gate + i0, up + i0, std::min(kChunk, n - i0));
@@ -43,7 +52,7 @@ void silu_mul(float* gate, const float* up, size_t n) {
 }
 
 void add_in_place(float* x, const float* y, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (n > kParallelValues)
   for (size_t i = 0; i < n; ++i) x[i] += y[i];
 }
 

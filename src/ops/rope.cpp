@@ -34,7 +34,8 @@ template <bool kInverse>
 void RopeTable::rotate(float* x, int n, int n_heads, int pos0) const {
   assert(pos0 + n <= n_pos_);
   const int half = hd_ / 2;
-#pragma omp parallel for schedule(static) if (size_t(n) * n_heads * hd_ > (1u << 16))
+  // Split from 16,384 values, as ops/norm_act.cpp's row-wise operations.
+#pragma omp parallel for schedule(static) if (size_t(n) * n_heads * hd_ > 16384)
   for (int r = 0; r < n; ++r) {
     const float* c = cos_.data() + size_t(pos0 + r) * half;
     const float* s = sin_.data() + size_t(pos0 + r) * half;

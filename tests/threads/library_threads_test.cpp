@@ -13,8 +13,11 @@
 #include <vector>
 
 #include "../unit/test_helpers.h"
+#include "model/model.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
+#include "ops/rope.h"
+#include "util/parallel_for.h"
 
 namespace {
 std::atomic<int> g_started{0};
@@ -75,6 +78,54 @@ TEST_P(LibraryThreads, SerialProductsStartNoThreads) {
 INSTANTIATE_TEST_SUITE_P(Libraries, LibraryThreads,
                          ::testing::Values(GemmLib::kOneDnn, GemmLib::kOpenBlas),
                          [](const auto& info) { return std::string(gemm_lib_name(info.param)); });
+
+// The engine's own regions inside a loop over canvases (util/parallel_for.h): with one canvas the
+// loop runs at top level, so RoPE's region takes the process's pool. The control shows why: the
+// same region inside an inactive `parallel for if (false)` starts a nested team's threads.
+TEST(EngineRegions, ALoopRunAloneLeavesInnerRegionsOnThePool) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs OMP_NUM_THREADS >= 2";
+#pragma omp parallel
+  { (void)omp_get_thread_num(); }
+  RopeTable rope(64, 10000.0);
+  rope.reserve(512);
+  std::vector<float> x(size_t(512) * 8 * 64, 0.5f);  // 262,144 values: RoPE splits them
+  int level = -1;
+  const int before = g_started.load();
+  for (int i = 0; i < 10; ++i)
+    for_each_item(1, false, [&](size_t) {
+      level = omp_get_level();
+      rope.apply(x.data(), 512, 8, 0);
+    });
+  EXPECT_EQ(level, 0) << "a loop run alone opened a region";
+  EXPECT_EQ(g_started.load(), before) << "threads started under a loop run alone";
+  // The control: libgomp starts the nested team's threads (here, each time).
+  const int control = g_started.load();
+  for (int i = 0; i < 10; ++i) {
+    const bool par = false;
+#pragma omp parallel for if (par)
+    for (int c = 0; c < 1; ++c) rope.apply(x.data(), 512, 8, 0);
+  }
+  EXPECT_GT(g_started.load(), control)
+      << "libgomp no longer starts threads for a region nested "
+         "in an inactive one: util/parallel_for.h's reason is gone";
+}
+
+// A forward of one canvas, as the decoders run it, starts no thread once the pool exists.
+TEST(EngineRegions, AForwardStartsNoThreads) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "needs OMP_NUM_THREADS >= 2";
+  std::unique_ptr<Model> m = Model::load(DLLMQ_SOURCE_DIR "/models/dllmq-synth-tiny");
+  const int n = 512;  // RoPE over 512 x 256 values and the norms split over the threads
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = (i * 37) % m->config().vocab_size;
+  ForwardArgs a;
+  a.ids = ids;
+  a.logits = {n - 32, n};
+  std::vector<float> logits(size_t(32) * m->config().vocab_size);
+  m->forward(a, logits.data());  // first call: scratch, kernels
+  const int before = g_started.load();
+  for (int i = 0; i < 5; ++i) m->forward(a, logits.data());
+  EXPECT_EQ(g_started.load(), before) << "a forward started threads";
+}
 
 }  // namespace
 }  // namespace dllmq
