@@ -80,6 +80,9 @@ float fma_burn_avx2(long iters, float seed);
 float fma_burn_avx512(long iters, float seed);
 // The same with 24 vdpbf16ps chains: the core's bf16 dot-product peak.
 float dp_burn_avx512bf16(long iters, float seed);
+// Sum of n floats, n a multiple of 64 (ops/gemm_peak.h's read bandwidth).
+float read_sum_avx2(const float* p, size_t n);
+float read_sum_avx512(const float* p, size_t n);
 // FLOPs per round of each burn loop.
 inline constexpr long kBurnFlopsAvx2 = 12 * 8 * 2;
 inline constexpr long kBurnFlopsAvx512 = 24 * 16 * 2;

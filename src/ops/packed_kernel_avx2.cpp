@@ -18,4 +18,8 @@ float fma_burn_avx2(long iters, float seed) {
   return fma_burn<Avx2, 12>(iters, seed);
 }
 
+float read_sum_avx2(const float* p, size_t n) {
+  return read_sum<Avx2>(p, n);
+}
+
 }  // namespace dllmq::kern

@@ -21,4 +21,8 @@ float fma_burn_avx512(long iters, float seed) {
   return fma_burn<Avx512, 24>(iters, seed);
 }
 
+float read_sum_avx512(const float* p, size_t n) {
+  return read_sum<Avx512>(p, n);
+}
+
 }  // namespace dllmq::kern
