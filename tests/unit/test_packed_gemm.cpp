@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "linear_rows_check.h"
+#include "test_helpers.h"
 #include "ops/gemm.h"
+#include "ops/gemm_peak.h"
 #include "ops/linear.h"
 #include "ops/packed_gemm.h"
 #include "util/cpu_isa.h"
@@ -220,6 +222,37 @@ TEST(PackedGemm, FmaPeakIsMeasuredOnEveryVectorIsa) {
     else
       EXPECT_GT(gf, 1.0) << isa_name(isa);
   }
+}
+
+// The read bandwidth over byte ranges (dllmq bench's roofline): ranges of any length and
+// alignment, split between the threads, each read to its last float and no further (the
+// sanitizer build checks the reads); a Linear's range is the bytes its products read.
+TEST(PackedGemm, ReadBandwidthCoversRaggedRangesAndAWeightsBytes) {
+  std::vector<float> buf((size_t(1) << 18) + 64, 1.0f);
+  const auto* b = reinterpret_cast<const uint8_t*>(buf.data());
+  const std::vector<ByteRange> ranges = {
+      {b, 4}, {b + 4, 60}, {b + 4, 4096 + 12}, {b + 64, (size_t(1) << 20) + 4},
+      {b, 0}, {b + 12, 7}};
+  EXPECT_GT(measure_read_gbps(ranges, 0.01), 0.0);
+  EXPECT_EQ(measure_read_gbps(std::span<const ByteRange>(), 0.01), 0.0);
+  EXPECT_GT(measure_read_gbps(size_t(100000), 0.01), 0.0);
+
+  std::vector<float> wv(96 * 40, 0.5f);
+  const test_util::OwnedTensor w(wv, {96, 40}, DType::kBF16);
+  Linear l{&w.t, nullptr, 96, 40};
+  std::vector<ByteRange> got;
+  append_weight_range(l, got);  // not packed: the stored tensor
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data, w.t.data);
+  EXPECT_EQ(got[0].bytes, w.t.nbytes);
+  pack_linear(l);
+  got.clear();
+  append_weight_range(l, got);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data, l.packed->data());
+  EXPECT_EQ(got[0].bytes, l.packed->bytes());
+  append_weight_range(Linear{}, got);  // an empty Linear reads nothing
+  EXPECT_EQ(got.size(), 1u);
 }
 
 // bf16 compute's dot-product kernel (AVX512-BF16) against the instruction emulated in scalar code
