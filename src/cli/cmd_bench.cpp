@@ -50,9 +50,9 @@ Peaks measure_peaks(const Model& m) {
   Peaks p;
   p.gemm_large = measure_linear_gflops(512, c.d_model, c.d_model, wd, m.compute_dtype());
   p.gemm_small = measure_linear_gflops(32, c.d_model, c.d_model, wd, m.compute_dtype());
-  // The read bandwidth over the model's own weights: what a step streams, from the level of the
-  // memory that holds it (a 64 MiB buffer of its own read L3 speed on a VM whose L3 share was
-  // smaller than the benchmark model's weights, twice what the weights stream at).
+  // The read bandwidth over the model's own weights: the bytes a step streams, from the level of
+  // the memory that holds them. (A 64 MiB buffer of its own was read from L3 on a VM whose L3
+  // share is smaller than the benchmark models' weights, at twice the rate those stream from DRAM.)
   std::vector<ByteRange> ranges;
   for (const LayerWeights& L : m.weights().layers)
     for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})

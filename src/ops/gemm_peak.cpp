@@ -81,7 +81,8 @@ double measure_read_gbps(std::span<const ByteRange> ranges, double min_s) {
         {
           const size_t t = size_t(omp_get_thread_num()), nt = size_t(omp_get_num_threads());
           for (const ByteRange& r : ranges) {
-            // Whole cache lines per thread (16 floats), the last thread taking the rest.
+            // Runs of 16 floats per thread (whole lines where the range is 64-byte aligned, as
+            // packed weights are), the last thread taking the rest.
             const size_t n = r.bytes / sizeof(float), lines = n / 16;
             const size_t i0 = lines * t / nt * 16, i1 = t + 1 == nt ? n : lines * (t + 1) / nt * 16;
             total += read_floats(static_cast<const float*>(r.data) + i0, i1 - i0, isa);
