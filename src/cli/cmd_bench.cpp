@@ -19,6 +19,7 @@
 #include "cli/openmp_policy.h"
 #include "cli/settings_names.h"
 #include "decode/generate.h"
+#include "model/projections.h"
 #include "ops/gemm.h"
 #include "ops/gemm_peak.h"
 #include "ops/packed_gemm.h"
@@ -38,7 +39,7 @@ struct Peaks {
   double gemm_large = 0.0;  // GFLOP/s of the projection path at [512, d] x [d, d]^T
   double gemm_small = 0.0;  // ... at [32, d] x [d, d]^T (the dual-cache step's rows)
   double fma_core = 0.0;    // one core's f32 FMA peak on the projections' vectors (0: scalar)
-  double read_gbps = 0.0;   // a parallel read of the projection and LM head weights (read_bytes)
+  double read_gbps = 0.0;   // a parallel read of the projections (MoE experts too) and LM head
   double read_bytes = 0.0;
 };
 
@@ -54,9 +55,7 @@ Peaks measure_peaks(const Model& m) {
   // the memory that holds them. (A 64 MiB buffer of its own was read from L3 on a VM whose L3
   // share is smaller than the benchmark models' weights, at twice the rate those stream from DRAM.)
   std::vector<ByteRange> ranges;
-  for (const LayerWeights& L : m.weights().layers)
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
-      append_weight_range(*l, ranges);
+  for_each_projection(m.weights(), [&](const Linear& l) { append_weight_range(l, ranges); });
   append_weight_range(head, ranges);
   for (const ByteRange& r : ranges) p.read_bytes += double(r.bytes);
   p.read_gbps = measure_read_gbps(ranges);

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "linear_rows_check.h"
-#include "test_helpers.h"
 #include "ops/gemm.h"
 #include "ops/gemm_peak.h"
 #include "ops/linear.h"
 #include "ops/packed_gemm.h"
+#include "test_helpers.h"
 #include "util/cpu_isa.h"
 #include "util/error.h"
 #include "util/half.h"
