@@ -2,7 +2,8 @@
 // 32 query rows, one layer) for each KV store: dense fp32 / fp16, KIVI 4 / 2 bits, KVQuant
 // 4 / 2 bits, at 1k, 4k and 16k cached rows. A quantized store dequantizes tile by tile inside
 // attention(), so its time against fp16's says whether reading fewer bytes pays for the unpacking.
-// Counters: bytes the call reads (the store's held() bytes for the rows) and that over the time.
+// Each also with bf16 compute on AMX tiles (tiles:1; skipped without AMX). Counters: bytes the call
+// reads (the store's held() bytes for the rows) and that over the time.
 //   OMP_NUM_THREADS=2 build/bench/attention_bench --benchmark_counters_tabular=true
 // ("read" is bytes per second: held bytes of the rows over the time per call.)
 #include <benchmark/benchmark.h>
@@ -21,7 +22,9 @@
 #include "cache/kv_store.h"
 #include "cache/kvquant_kv_store.h"
 #include "io/calib_artifact.h"
+#include "ops/amx_gemm.h"
 #include "ops/attention.h"
+#include "ops/attention_amx.h"
 #include "ops/gemm.h"
 #include "ops/rope.h"
 #include "quant/bitpack.h"
@@ -158,18 +161,40 @@ const KvStore& filled_store(Kind kind, int rows) {
   return *s;
 }
 
+// bf16 compute's products put on AMX tiles (or taken off them) for one benchmark, and back.
+class Bf16TilesFor {
+ public:
+  explicit Bf16TilesFor(bool on) : on_(on), was_(gemm_info().bf16_amx) {
+    if (on_) gemm_set_bf16_amx(true);
+  }
+  ~Bf16TilesFor() {
+    if (on_) gemm_set_bf16_amx(was_);
+  }
+
+ private:
+  bool on_, was_;
+};
+
+// tiles (second argument): bf16 compute on AMX tiles (ops/attention_amx.h), the store's rows
+// dequantized to f32 tiles as before and rounded to bf16 in tile order.
 void BM_Attention(benchmark::State& st, Kind kind) {
   const int rows = static_cast<int>(st.range(0));
+  const bool tiles = st.range(1) != 0;
+  if (tiles && !amx_available()) {
+    st.SkipWithError("no AMX tiles on this CPU");
+    return;
+  }
+  const Bf16TilesFor path(tiles);
   const KvStore& s = filled_store(kind, rows);
-  st.SetLabel(s.name());
+  st.SetLabel(s.name() + (tiles ? ", AMX tiles" : ""));
   std::vector<float> q(size_t(kQueries) * kHeads * kHd), out(q.size());
   Normal nd(17);
   for (auto& x : q) x = nd();
   StoredKvRows src(s, 0, {0, rows});
   const KvRowSource* srcs[] = {&src};
-  attention(q.data(), kQueries, kHeads, kKvHeads, kHd, srcs, out.data());  // warm scratch
+  attention(q.data(), kQueries, kHeads, kKvHeads, kHd, srcs, out.data(), tiles);  // warm scratch
   for (auto _ : st) {
-    attention(q.data(), kQueries, kHeads, kKvHeads, kHd, srcs, out.data());
+    attention(q.data(), kQueries, kHeads, kKvHeads, kHd, srcs, out.data(), tiles);
     benchmark::DoNotOptimize(out.data());
   }
   // One layer held, all of it read: held() is the bytes of the rows this call reads.
@@ -182,11 +207,19 @@ void BM_Attention(benchmark::State& st, Kind kind) {
 // docs/performance.md): `fresh` rows computed in this forward (the queries are those rows) plus
 // `cached` rows read from a dense store of the compute dtype's KV (f32 for fp32, bf16 for bf16).
 // none: 256 fresh, 0 cached; prefix: 128 fresh (the suffix canvas), 128 cached; dual: 32 fresh,
-// 224 cached. Counter: GFLOP/s of the two products (4 * nq * nk * heads * hd).
+// 224 cached. bf16: 0 fp32 compute (f32 store), 1 bf16 compute's store with f32 products (what
+// bf16 compute runs where its products are not on AMX tiles), 2 bf16 compute on AMX tiles
+// (ops/attention_amx.h; skipped without AMX). Counter: GFLOP/s of the two products
+// (4 * nq * nk * heads * hd).
 void BM_AttentionDecode(benchmark::State& st) {
   constexpr int kH = 8, kD = 128;
   const int fresh = static_cast<int>(st.range(0)), cached = static_cast<int>(st.range(1));
-  const bool bf16 = st.range(2) != 0;
+  const bool bf16 = st.range(2) != 0, tiles = st.range(2) == 2;
+  if (tiles && !amx_available()) {
+    st.SkipWithError("no AMX tiles on this CPU");
+    return;
+  }
+  const Bf16TilesFor path(tiles);
   const KvGeometry geo{1, kH, kD};
   DenseKvStore store(geo, bf16 ? DType::kBF16 : DType::kF32, rope());
   Normal nd(uint64_t(fresh) * 31 + cached);
@@ -206,18 +239,21 @@ void BM_AttentionDecode(benchmark::State& st) {
   std::vector<const KvRowSource*> srcs;
   if (cached > 0) srcs.push_back(&stored);
   srcs.push_back(&fr);
-  attention(q.data(), fresh, kH, kH, kD, srcs, out.data());  // warm scratch
+  attention(q.data(), fresh, kH, kH, kD, srcs, out.data(), tiles);  // warm scratch
   for (auto _ : st) {
-    attention(q.data(), fresh, kH, kH, kD, srcs, out.data());
+    attention(q.data(), fresh, kH, kH, kD, srcs, out.data(), tiles);
     benchmark::DoNotOptimize(out.data());
   }
   const double flops = 4.0 * fresh * (fresh + cached) * kH * kD;
+  st.SetLabel(tiles  ? "bf16 KV, AMX tiles"
+              : bf16 ? "bf16 KV, f32 products"
+                     : "f32 KV, f32 products");
   st.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void register_all() {
-  for (int bf16 : {0, 1})
+  for (int bf16 : {0, 1, 2})
     for (auto [fresh, cached] : {std::pair{256, 0}, {128, 128}, {32, 224}})
       benchmark::RegisterBenchmark("BM_AttentionDecode", BM_AttentionDecode)
           ->Args({fresh, cached, bf16})
@@ -228,13 +264,14 @@ void register_all() {
       {Kind::kF32, "fp32"},    {Kind::kF16, "fp16"},          {Kind::kKivi4, "kivi4"},
       {Kind::kKivi2, "kivi2"}, {Kind::kKvQuant4, "kvquant4"}, {Kind::kKvQuant2, "kvquant2"}};
   for (auto [kind, label] : kinds)
-    for (int rows : {1024, 4096, 16384})
-      benchmark::RegisterBenchmark((std::string("BM_Attention/") + label).c_str(), BM_Attention,
-                                   kind)
-          ->Arg(rows)
-          ->ArgName("rows")
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+    for (int tiles : {0, 1})
+      for (int rows : {1024, 4096, 16384})
+        benchmark::RegisterBenchmark((std::string("BM_Attention/") + label).c_str(), BM_Attention,
+                                     kind)
+            ->Args({rows, tiles})
+            ->ArgNames({"rows", "tiles"})
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
 }
 
 }  // namespace

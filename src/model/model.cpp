@@ -360,7 +360,8 @@ void Model::attend_canvas(const ForwardArgs& a, int layer, const float* q, const
   for (const PosRange& r : a.cached) stored.emplace_back(*a.store, layer, r);
   FreshKvRows fresh(k, v, n, kvd, hd);
   sources_in_canvas_order(a.cached, stored, &fresh, a.pos0, sources);
-  attention(q, n, cfg_.n_heads, cfg_.n_kv_heads, hd, sources, att);  // [n, n_heads * hd]
+  attention(q, n, cfg_.n_heads, cfg_.n_kv_heads, hd, sources, att,  // [n, n_heads * hd]
+            dtype_ == ComputeDType::kBF16);
 }
 
 // The FFN width a token passes through in layer L: the dense MLP's, or a MoE layer's top_k

@@ -164,6 +164,144 @@ void amx_gemm_bf16(const uint16_t* xb, int m, int k_pad, const uint16_t* w, int 
   _tile_release();
 }
 
+void amx_pack_keys(const float* k, ptrdiff_t ldk, int n, int hd, int hd_pad, uint16_t* dst) {
+  const int nkb = hd_pad / 32, groups = (n + 15) / 16;
+  for (int g = 0; g < groups; ++g) {
+    const int keys = std::min(16, n - g * 16);
+    const float* kg = k + size_t(g) * 16 * ldk;
+    // Row c's offset in floats, for the 64-bit gathers of (dim 2i, dim 2i + 1) of 8 keys at once.
+    alignas(32) int off[16];
+    for (int c = 0; c < 16; ++c) off[c] = c < keys ? int(c * ldk) : 0;
+    const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+    const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(off + 8));
+    const __mmask8 mlo = keys >= 8 ? 0xff : __mmask8((1u << keys) - 1);
+    const __mmask8 mhi = keys <= 8 ? 0 : keys >= 16 ? 0xff : __mmask8((1u << (keys - 8)) - 1);
+    for (int kb = 0; kb < nkb; ++kb) {
+      uint16_t* t = dst + (size_t(g) * nkb + kb) * 512;
+      for (int i = 0; i < 16; ++i) {
+        const int dim = kb * 32 + 2 * i;
+        uint32_t* row = reinterpret_cast<uint32_t*>(t + i * 32);
+        if (dim + 2 <= hd) {
+          const float* base = kg + dim;
+          const __m512i a = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), mlo, lo, base, 4);
+          const __m512i b = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), mhi, hi, base, 4);
+          // (key c, dims 2i and 2i + 1) as bf16 pairs in key order: b holds keys 8-15
+          const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(b), _mm512_castsi512_ps(a));
+          _mm512_store_si512(row, reinterpret_cast<__m512i>(v));
+        } else {  // the pair straddles hd or lies past it
+          for (int c = 0; c < 16; ++c) {
+            uint32_t u = 0;
+            if (c < keys && dim < hd) u = to_bf16(kg[c * ldk + dim]);
+            row[c] = u;
+          }
+        }
+      }
+    }
+  }
+}
+
+void amx_pack_values(const float* v, ptrdiff_t ldv, int n, int hd, int n_pad, uint16_t* dst) {
+  const int nkb = n_pad / 32, ctiles = (hd + 15) / 16;
+  // vcvtne2ps2bf16 puts the second operand's 16 values first: (row 2i's, row 2i + 1's); this
+  // index interleaves them into the 16 pairs of a tile row.
+  alignas(64) uint16_t idx[32];
+  for (int c = 0; c < 16; ++c) {
+    idx[2 * c] = uint16_t(c);
+    idx[2 * c + 1] = uint16_t(16 + c);
+  }
+  const __m512i perm = _mm512_load_si512(idx);
+  for (int ct = 0; ct < ctiles; ++ct) {
+    const int dims = std::min(16, hd - ct * 16);
+    const __mmask16 dm = dims >= 16 ? 0xffff : __mmask16((1u << dims) - 1);
+    for (int kb = 0; kb < nkb; ++kb) {
+      uint16_t* t = dst + (size_t(ct) * nkb + kb) * 512;
+      for (int i = 0; i < 16; ++i) {
+        const int r = kb * 32 + 2 * i;
+        const float* v0 = v + size_t(r) * ldv + ct * 16;
+        const __m512 e = r < n ? _mm512_maskz_loadu_ps(dm, v0) : _mm512_setzero_ps();
+        const __m512 f = r + 1 < n ? _mm512_maskz_loadu_ps(dm, v0 + ldv) : _mm512_setzero_ps();
+        const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f, e));
+        _mm512_store_si512(t + i * 32, _mm512_permutexvar_epi16(perm, both));
+      }
+    }
+  }
+}
+
+namespace {
+
+// One block of R row tiles x C column tiles (R, C in 1..2) of amx_tiles_mm: accumulators 0-3,
+// A tiles 4-5, B tiles 6-7 (tile numbers are literals in the instructions).
+template <int R, int C>
+void tiles_block(const uint16_t* a, const uint16_t* b, int nkb, float* c, ptrdiff_t ldc,
+                 bool accumulate) {
+  const ptrdiff_t stride = ldc * ptrdiff_t(sizeof(float));
+  float* c01 = c + 16;
+  float* c10 = c + 16 * ldc;
+  float* c11 = c10 + 16;
+  if (accumulate) {
+    _tile_loadd(0, c, stride);
+    if constexpr (C == 2) _tile_loadd(1, c01, stride);
+    if constexpr (R == 2) _tile_loadd(2, c10, stride);
+    if constexpr (R == 2 && C == 2) _tile_loadd(3, c11, stride);
+  } else {
+    _tile_zero(0);
+    if constexpr (C == 2) _tile_zero(1);
+    if constexpr (R == 2) _tile_zero(2);
+    if constexpr (R == 2 && C == 2) _tile_zero(3);
+  }
+  const uint16_t* a1 = a + size_t(nkb) * 512;
+  const uint16_t* b1 = b + size_t(nkb) * 512;
+  for (int kb = 0; kb < nkb; ++kb) {
+    _tile_loadd(4, a + kb * 512, 64);
+    _tile_loadd(6, b + kb * 512, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (R == 2) {
+      _tile_loadd(5, a1 + kb * 512, 64);
+      _tile_dpbf16ps(2, 5, 6);
+    }
+    if constexpr (C == 2) {
+      _tile_loadd(7, b1 + kb * 512, 64);
+      _tile_dpbf16ps(1, 4, 7);
+      if constexpr (R == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, c, stride);
+  if constexpr (C == 2) _tile_stored(1, c01, stride);
+  if constexpr (R == 2) _tile_stored(2, c10, stride);
+  if constexpr (R == 2 && C == 2) _tile_stored(3, c11, stride);
+}
+
+}  // namespace
+
+void amx_tiles_mm(const uint16_t* a, int row_tiles, const uint16_t* b, int col_tiles, int nkb,
+                  float* c, ptrdiff_t ldc, bool accumulate) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  const size_t tile = size_t(nkb) * 512;  // values of one row (column) tile's k blocks
+  for (int rt = 0; rt < row_tiles; rt += 2) {
+    const bool r2 = rt + 1 < row_tiles;
+    for (int ct = 0; ct < col_tiles; ct += 2) {
+      const bool c2 = ct + 1 < col_tiles;
+      const uint16_t* ap = a + rt * tile;
+      const uint16_t* bp = b + ct * tile;
+      float* cp = c + size_t(rt) * 16 * ldc + ct * 16;
+      if (r2 && c2)
+        tiles_block<2, 2>(ap, bp, nkb, cp, ldc, accumulate);
+      else if (r2)
+        tiles_block<2, 1>(ap, bp, nkb, cp, ldc, accumulate);
+      else if (c2)
+        tiles_block<1, 2>(ap, bp, nkb, cp, ldc, accumulate);
+      else
+        tiles_block<1, 1>(ap, bp, nkb, cp, ldc, accumulate);
+    }
+  }
+  _tile_release();
+}
+
 #undef DLLMQ_STORE_TILE
 
 float amx_burn(long iters) {

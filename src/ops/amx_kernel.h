@@ -27,6 +27,24 @@ void amx_convert_rows(const float* x, ptrdiff_t ldx, int m, int k, uint16_t* dst
 void amx_gemm_bf16(const uint16_t* xb, int m, int k_pad, const uint16_t* w, int n, int p0, int p1,
                    float* y, ptrdiff_t ldy);
 
+// Attention's operands (ops/attention_amx.h). Tiles are 16 rows x 64 bytes, 1 KiB each, stored
+// one after another; "A order" is amx_convert_rows' (tile (row tile t, k block kb) at
+// (t * nkb + kb) * 512 values), "B order" the same with column tiles for row tiles.
+//
+// Keys [n, hd] (f32 rows, stride ldk) as the B operand of scores = Q K^T: column tile g holds
+// keys 16g .. 16g + 15, k block kb dims 32kb .. 32kb + 31, row i of a tile the pairs (dims 2i,
+// 2i + 1) of its 16 keys. ceil(n / 16) x hd_pad / 32 tiles; keys >= n and dims >= hd are zero.
+void amx_pack_keys(const float* k, ptrdiff_t ldk, int n, int hd, int hd_pad, uint16_t* dst);
+// Values [n, hd] (stride ldv) as the B operand of out += P V: column tile c holds dims 16c ..
+// 16c + 15, k block kb keys 32kb .. 32kb + 31, row i the pairs (keys 2i, 2i + 1) of its 16 dims.
+// ceil(hd / 16) x n_pad / 32 tiles (n_pad a multiple of 32); keys >= n and dims >= hd are zero.
+void amx_pack_values(const float* v, ptrdiff_t ldv, int n, int hd, int n_pad, uint16_t* dst);
+// c [16 row_tiles, 16 col_tiles] (row stride ldc floats) = (accumulate ? c : 0) + A B over nkb k
+// blocks, A in A order, B in B order: each output the chain of one tdpbf16ps per k block in
+// ascending order, whatever the blocking, so a row's bits do not depend on the rows beside it.
+void amx_tiles_mm(const uint16_t* a, int row_tiles, const uint16_t* b, int col_tiles, int nkb,
+                  float* c, ptrdiff_t ldc, bool accumulate);
+
 // `iters` rounds of four independent tdpbf16ps on tiles already in registers (no memory): the
 // core's AMX bf16 peak is 4 * 16384 * iters FLOPs over the time. Returns one output of them.
 float amx_burn(long iters);

@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "ops/attention_amx.h"
+#include "ops/attention_tile.h"
 #include "ops/exp_sum.h"
 #include "ops/gemm.h"
 
@@ -30,12 +32,12 @@ struct AttnScratch {
   }
 };
 
-// Folds one tile of scores (rows x n, row stride ld) into the running max / sum / accumulator:
-// rescales what was accumulated so far and turns the scores into unnormalised probabilities. The
-// max and the exponentials run on the vector kernels of ops/exp_sum.h (scalar expf here took as
-// long as the two products at a dual-cache step's 32 rows).
-void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, float* acc,
-                         int hd) {
+}  // namespace
+
+// The max and the exponentials run on the vector kernels of ops/exp_sum.h (scalar expf here took
+// as long as the two products at a dual-cache step's 32 rows).
+void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, float* acc, int hd,
+                         int ld_acc) {
   for (int r = 0; r < rows; ++r) {
     float* sr = s + size_t(r) * ld;
     const float mn = std::max(m[r], max_f32(sr, n));
@@ -44,16 +46,30 @@ void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, 
     l[r] = l[r] * alpha + sum;
     m[r] = mn;
     if (alpha != 1.0f) {
-      float* a = acc + size_t(r) * hd;
+      float* a = acc + size_t(r) * ld_acc;
+#pragma omp simd  // GCC 12 at -O2 leaves loops of unknown length scalar without it
       for (int t = 0; t < hd; ++t) a[t] *= alpha;
     }
   }
 }
 
-}  // namespace
+void normalize_rows(const float* acc, int ld_acc, const float* l, int rows, int hd, float* out,
+                    size_t ld_out) {
+  for (int i = 0; i < rows; ++i) {
+    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+    const float* a = acc + size_t(i) * ld_acc;
+    float* o = out + size_t(i) * ld_out;
+#pragma omp simd
+    for (int t = 0; t < hd; ++t) o[t] = a[t] * inv;
+  }
+}
 
 void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
-               std::span<const KvRowSource* const> sources, float* out) {
+               std::span<const KvRowSource* const> sources, float* out, bool bf16) {
+  if (bf16 && attention_amx_enabled()) {
+    attention_amx(q, nq, n_heads, n_kv_heads, hd, sources, out);
+    return;
+  }
   int nk = 0, tile = 1;
   for (auto* s : sources) {
     nk += s->n_rows();
@@ -89,22 +105,15 @@ void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
                     0.0f, w.scores.data() + size_t(j) * qn * tile, tile);
             }
             online_softmax_tile(w.scores.data(), rows, n, tile, w.m.data(), w.l.data(),
-                                w.acc.data(), hd);
+                                w.acc.data(), hd, hd);
             for (int j = 0; j < rep; ++j)
               sgemm(false, qn, hd, n, 1.0f, w.scores.data() + size_t(j) * qn * tile, tile, r.v,
                     r.ld, 1.0f, w.acc.data() + size_t(j) * qn * hd, hd);
           }
         }
-        for (int j = 0; j < rep; ++j) {
-          const int h = g * rep + j;
-          for (int i = 0; i < qn; ++i) {
-            const int row = j * qn + i;
-            const float inv = w.l[row] > 0.0f ? 1.0f / w.l[row] : 0.0f;
-            const float* a = w.acc.data() + size_t(row) * hd;
-            float* o = out + size_t(q0 + i) * ld + size_t(h) * hd;
-            for (int t = 0; t < hd; ++t) o[t] = a[t] * inv;
-          }
-        }
+        for (int j = 0; j < rep; ++j)
+          normalize_rows(w.acc.data() + size_t(j) * qn * hd, hd, w.l.data() + size_t(j) * qn, qn,
+                         hd, out + size_t(q0) * ld + size_t(g * rep + j) * hd, ld);
       }
     }
   }

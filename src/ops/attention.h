@@ -53,9 +53,11 @@ class FreshKvRows final : public KvRowSource {
 };
 
 // q: [nq, n_heads * hd] post-RoPE; out: [nq, n_heads * hd]. Scale 1/sqrt(hd), no mask.
-// Query head h reads KV head h / (n_heads / n_kv_heads) (grouped-query attention).
+// Query head h reads KV head h / (n_heads / n_kv_heads) (grouped-query attention). Products in
+// f32; with `bf16` (bf16 compute) on AMX tiles where bf16 compute's products run on them
+// (ops/attention_amx.h: operands rounded to bf16), else in f32 as well.
 void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
-               std::span<const KvRowSource* const> sources, float* out);
+               std::span<const KvRowSource* const> sources, float* out, bool bf16 = false);
 
 // Scalar reference (double accumulation) for tests.
 void attention_ref(const float* q, int nq, int n_heads, int n_kv_heads, int hd,

@@ -19,7 +19,8 @@ namespace dllmq {
 // Precision of the projections. kF32: f32 inputs and accumulation (exact against the f64
 // references). kBF16: inputs rounded to bf16 (activations and, for f32 checkpoints, weights),
 // products and sums in f32 (the numerics of the released models under torch bf16 autocast);
-// norms, softmax, RoPE and attention stay f32 in both.
+// norms, softmax, RoPE and attention stay f32 in both (attention's two products take bf16
+// operands on AMX tiles where bf16 compute's products run there: ops/attention_amx.h).
 enum class ComputeDType { kF32, kBF16 };
 
 ComputeDType parse_compute_dtype(const std::string& s);  // "fp32" | "bf16"; throws otherwise

@@ -1,0 +1,19 @@
+// Pieces the f32 and AMX attention paths share (ops/attention.cpp, ops/attention_amx.cpp).
+#pragma once
+
+#include <cstddef>
+
+namespace dllmq {
+
+// Folds one tile of scores (rows x n, row stride ld) into the running max m, sum l and
+// accumulator acc (rows x hd, row stride ld_acc): rescales what was accumulated so far and turns
+// the scores into unnormalised probabilities.
+void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, float* acc, int hd,
+                         int ld_acc);
+
+// out row i (row stride ld_out) = acc row i (row stride ld_acc) / l[i], hd values, for `rows`
+// rows (0 where l is 0).
+void normalize_rows(const float* acc, int ld_acc, const float* l, int rows, int hd, float* out,
+                    size_t ld_out);
+
+}  // namespace dllmq
