@@ -7,6 +7,7 @@
 
 #include "quant/outliers.h"
 #include "util/half.h"
+#include "util/half_rows.h"
 
 namespace dllmq {
 
@@ -31,11 +32,9 @@ void DenseKvStore::store_row(uint8_t* dst, size_t off, const float* src) {
     case DType::kF32:
       std::memcpy(dst + off * 4, src, size_t(hd) * 4);
       break;
-    case DType::kF16: {
-      auto* d = reinterpret_cast<uint16_t*>(dst) + off;
-      for (int i = 0; i < hd; ++i) d[i] = f32_to_f16(src[i]);
+    case DType::kF16:
+      f32_to_f16_rows(src, reinterpret_cast<uint16_t*>(dst) + off, size_t(hd));
       break;
-    }
     case DType::kBF16: {
       auto* d = reinterpret_cast<uint16_t*>(dst) + off;
       for (int i = 0; i < hd; ++i) d[i] = f32_to_bf16(src[i]);
