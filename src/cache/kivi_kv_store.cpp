@@ -12,6 +12,7 @@
 #include "quant/uniform.h"
 #include "util/error.h"
 #include "util/half.h"
+#include "util/half_rows.h"
 
 namespace dllmq {
 
@@ -189,10 +190,8 @@ KvRows KiviKvStore::read(int layer, int g, int p0, int n, float* ks, float* vs) 
     } else {
       if (gi != have_group) {
         const uint16_t* par = k_params_.get() + (base * n_groups_ + gi) * 2 * hd;
-        for (int c = 0; c < hd; ++c) {
-          sc[c] = f16_to_f32(par[c]);
-          ze[c] = f16_to_f32(par[hd + c]);
-        }
+        f16_to_f32_rows(par, sc.data(), size_t(hd));
+        f16_to_f32_rows(par + hd, ze.data(), size_t(hd));
         have_group = gi;
       }
       dequant_uniform_row(k_codes_.get() + (base * cap_ + p) * kb_, hd, cfg_.bits_k, sc.data(),

@@ -12,6 +12,7 @@
 #include "quant/uniform.h"
 #include "util/error.h"
 #include "util/half.h"
+#include "util/half_rows.h"
 
 namespace dllmq {
 
@@ -209,10 +210,8 @@ KvRows KvQuantKvStore::read(int layer, int g, int p0, int n, float* ks, float* v
     if (p < sink_) {
       const uint16_t* sk = sink_k_.data() + (base * sink_ + p) * hd;
       const uint16_t* sv = sink_v_.data() + (base * sink_ + p) * hd;
-      for (int c = 0; c < hd; ++c) {
-        kr[c] = f16_to_f32(sk[c]);
-        vr[c] = f16_to_f32(sv[c]);
-      }
+      f16_to_f32_rows(sk, kr, size_t(hd));
+      f16_to_f32_rows(sv, vr, size_t(hd));
       continue;
     }
     dequant_lut_row(k_codes_.get() + (base * cap_ + p) * kb_, hd, bits_k_, P.k_lut.data(),
