@@ -82,6 +82,14 @@ KvRows DenseKvStore::read(int layer, int g, int p0, int n, float* ks, float* vs)
   return {ks, vs, hd, n};
 }
 
+KvRowsBf16 DenseKvStore::read_bf16(int layer, int g, int p0, int n) const {
+  (void)n;
+  if (dtype_ != DType::kBF16) return {};
+  const size_t off = offset(layer, g, p0);
+  return {reinterpret_cast<const uint16_t*>(k_.get()) + off,
+          reinterpret_cast<const uint16_t*>(v_.get()) + off, geo_.head_dim};
+}
+
 int DenseKvStore::max_tile() const {
   return dtype_ == DType::kF32 ? KvRowSource::kPointerTile : KvRowSource::kDequantTile;
 }

@@ -19,6 +19,7 @@ class DenseKvStore final : public KvStore {
   void write(int layer, int p0, int n, const float* k_pre, const float* v) override;
   KvRows read(int layer, int kv_head, int p0, int n, float* k_scratch,
               float* v_scratch) const override;
+  KvRowsBf16 read_bf16(int layer, int kv_head, int p0, int n) const override;
   int max_tile() const override;
   KvBytes held() const override;
   size_t bytes_fp16() const override;

@@ -47,6 +47,11 @@ class KvStore {
   // concurrent reads (attention calls it from several threads).
   virtual KvRows read(int layer, int kv_head, int p0, int n, float* k_scratch,
                       float* v_scratch) const = 0;
+  // The same rows as bf16 where the store holds them so (see KvRowSource::rows_bf16).
+  virtual KvRowsBf16 read_bf16(int layer, int kv_head, int p0, int n) const {
+    (void)layer, (void)kv_head, (void)p0, (void)n;
+    return {};
+  }
   // Largest number of rows read() should be asked for at once (see KvRowSource::max_tile).
   virtual int max_tile() const { return KvRowSource::kDequantTile; }
   virtual KvBytes held() const = 0;
@@ -70,6 +75,9 @@ class StoredKvRows final : public KvRowSource {
   int max_tile() const override { return s_.max_tile(); }
   KvRows rows(int g, int r0, int n, float* ks, float* vs) const override {
     return s_.read(layer_, g, r_.begin + r0, n, ks, vs);
+  }
+  KvRowsBf16 rows_bf16(int g, int r0, int n) const override {
+    return s_.read_bf16(layer_, g, r_.begin + r0, n);
   }
 
  private:

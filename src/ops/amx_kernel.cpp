@@ -227,6 +227,61 @@ void amx_pack_values(const float* v, ptrdiff_t ldv, int n, int hd, int n_pad, ui
   }
 }
 
+void amx_pack_keys_bf16(const uint16_t* k, ptrdiff_t ldk, int n, int hd, int hd_pad,
+                        uint16_t* dst) {
+  const int nkb = hd_pad / 32, groups = (n + 15) / 16;
+  for (int g = 0; g < groups; ++g) {
+    const int keys = std::min(16, n - g * 16);
+    const uint16_t* kg = k + size_t(g) * 16 * ldk;
+    // Row c's byte offset, for one 32-bit gather of (dim 2i, dim 2i + 1) of 16 keys at once.
+    alignas(64) int off[16];
+    for (int c = 0; c < 16; ++c) off[c] = c < keys ? int(c * ldk * 2) : 0;
+    const __m512i idx = _mm512_load_si512(off);
+    const __mmask16 mk = keys >= 16 ? 0xffff : __mmask16((1u << keys) - 1);
+    for (int kb = 0; kb < nkb; ++kb) {
+      uint16_t* t = dst + (size_t(g) * nkb + kb) * 512;
+      for (int i = 0; i < 16; ++i) {
+        const int dim = kb * 32 + 2 * i;
+        uint32_t* row = reinterpret_cast<uint32_t*>(t + i * 32);
+        if (dim + 2 <= hd) {
+          _mm512_store_si512(
+              row, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, idx, kg + dim, 1));
+        } else {  // the pair straddles hd or lies past it
+          for (int c = 0; c < 16; ++c) row[c] = c < keys && dim < hd ? kg[c * ldk + dim] : 0;
+        }
+      }
+    }
+  }
+}
+
+void amx_pack_values_bf16(const uint16_t* v, ptrdiff_t ldv, int n, int hd, int n_pad,
+                          uint16_t* dst) {
+  const int nkb = n_pad / 32, ctiles = (hd + 15) / 16;
+  // (row 2i's 16 dims, row 2i + 1's) interleaved into the 16 pairs of a tile row
+  alignas(64) uint16_t idx[32];
+  for (int c = 0; c < 16; ++c) {
+    idx[2 * c] = uint16_t(c);
+    idx[2 * c + 1] = uint16_t(16 + c);
+  }
+  const __m512i perm = _mm512_load_si512(idx);
+  for (int ct = 0; ct < ctiles; ++ct) {
+    const int dims = std::min(16, hd - ct * 16);
+    const __mmask16 dm = dims >= 16 ? 0xffff : __mmask16((1u << dims) - 1);
+    for (int kb = 0; kb < nkb; ++kb) {
+      uint16_t* t = dst + (size_t(ct) * nkb + kb) * 512;
+      for (int i = 0; i < 16; ++i) {
+        const int r = kb * 32 + 2 * i;
+        const uint16_t* v0 = v + size_t(r) * ldv + ct * 16;
+        const __m256i e = r < n ? _mm256_maskz_loadu_epi16(dm, v0) : _mm256_setzero_si256();
+        const __m256i f =
+            r + 1 < n ? _mm256_maskz_loadu_epi16(dm, v0 + ldv) : _mm256_setzero_si256();
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(e), f, 1);
+        _mm512_store_si512(t + i * 32, _mm512_permutexvar_epi16(perm, both));
+      }
+    }
+  }
+}
+
 namespace {
 
 // One block of R row tiles x C column tiles (R, C in 1..2) of amx_tiles_mm: accumulators 0-3,

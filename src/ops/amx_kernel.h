@@ -39,6 +39,11 @@ void amx_pack_keys(const float* k, ptrdiff_t ldk, int n, int hd, int hd_pad, uin
 // 16c + 15, k block kb keys 32kb .. 32kb + 31, row i the pairs (keys 2i, 2i + 1) of its 16 dims.
 // ceil(hd / 16) x n_pad / 32 tiles (n_pad a multiple of 32); keys >= n and dims >= hd are zero.
 void amx_pack_values(const float* v, ptrdiff_t ldv, int n, int hd, int n_pad, uint16_t* dst);
+// The same from rows already in bf16 (a bf16 KV store's): the values go in as they are, which is
+// what the f32 forms do with their exact widening.
+void amx_pack_keys_bf16(const uint16_t* k, ptrdiff_t ldk, int n, int hd, int hd_pad, uint16_t* dst);
+void amx_pack_values_bf16(const uint16_t* v, ptrdiff_t ldv, int n, int hd, int n_pad,
+                          uint16_t* dst);
 // c [16 row_tiles, 16 col_tiles] (row stride ldc floats) = (accumulate ? c : 0) + A B over nkb k
 // blocks, A in A order, B in B order: each output the chain of one tdpbf16ps per k block in
 // ascending order, whatever the blocking, so a row's bits do not depend on the rows beside it.

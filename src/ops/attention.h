@@ -5,6 +5,7 @@
 // small per-thread buffer, so no dequantized copy of a layer's cache is ever made.
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 namespace dllmq {
@@ -17,6 +18,14 @@ struct KvRows {
   int n = 0;
 };
 
+// Rows of one KV head held as bf16 (a bf16 store's own bytes): K (post-RoPE) and V, row stride
+// `ld` values. Empty (k == nullptr) where a source holds anything else.
+struct KvRowsBf16 {
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  int ld = 0;
+};
+
 class KvRowSource {
  public:
   virtual ~KvRowSource() = default;
@@ -27,6 +36,13 @@ class KvRowSource {
   // Rows [r0, r0 + n) of one KV head (n <= max_tile()). May return pointers into the source
   // itself or into the scratch buffers ([n, hd] each).
   virtual KvRows rows(int kv_head, int r0, int n, float* k_scratch, float* v_scratch) const = 0;
+  // The same rows as the bf16 values the source holds, where it holds them so: pointers into it
+  // (bf16 attention on AMX tiles packs them without widening them to f32 first; widening is
+  // exact, so the result is the same). Empty by default.
+  virtual KvRowsBf16 rows_bf16(int kv_head, int r0, int n) const {
+    (void)kv_head, (void)r0, (void)n;
+    return {};
+  }
 
   static constexpr int kDequantTile = 128;
   static constexpr int kPointerTile = 512;

@@ -93,9 +93,15 @@ void attention_amx(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
           const int step = std::min(s->max_tile(), tile);
           for (int r0 = 0; r0 < s->n_rows(); r0 += step) {
             const int n = std::min(step, s->n_rows() - r0), n_pad = round_up(n, 32);
-            const KvRows r = s->rows(g, r0, n, w.k.data(), w.v.data());
-            kern::amx_pack_keys(r.k, r.ld, n, hd, hd_pad, kb);
-            kern::amx_pack_values(r.v, r.ld, n, hd, n_pad, vb);
+            // A bf16 store's rows go in as they are; others are read as f32 and rounded.
+            if (const KvRowsBf16 h = s->rows_bf16(g, r0, n); h.k != nullptr) {
+              kern::amx_pack_keys_bf16(h.k, h.ld, n, hd, hd_pad, kb);
+              kern::amx_pack_values_bf16(h.v, h.ld, n, hd, n_pad, vb);
+            } else {
+              const KvRows r = s->rows(g, r0, n, w.k.data(), w.v.data());
+              kern::amx_pack_keys(r.k, r.ld, n, hd, hd_pad, kb);
+              kern::amx_pack_values(r.v, r.ld, n, hd, n_pad, vb);
+            }
             for (int j = 0; j < rep; ++j) {
               float* sj = scores + size_t(j) * qn_pad * tile_pad;
               kern::amx_tiles_mm(qb + size_t(j) * qn_pad * hd_pad, rt, kb, (n + 15) / 16,

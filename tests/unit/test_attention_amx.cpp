@@ -18,11 +18,14 @@
 #include <random>
 #include <vector>
 
+#include "cache/dense_kv_store.h"
+#include "cache/kv_store.h"
 #include "linear_rows_check.h"
 #include "ops/amx_gemm.h"
 #include "ops/attention.h"
 #include "ops/attention_amx.h"
 #include "ops/gemm.h"
+#include "ops/rope.h"
 #include "util/half.h"
 
 namespace dllmq {
@@ -167,6 +170,43 @@ TEST(AttentionAmx, RowsKeepTheirBitsAloneAndOnAnyThreadCount) {
         << t << " threads";
   }
   omp_set_num_threads(threads);
+}
+
+// A bf16 store's rows go onto the tiles as they are (rows_bf16) instead of widened and rounded
+// again: the same values, so the same bits as the same rows handed out as f32, tile for tile.
+TEST(AttentionAmx, ABf16StoresRowsGoInAsTheyAreWithTheSameBits) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX-BF16 here (or DLLMQ_ISA turns it off)";
+  const test_util::Bf16PathGuard restore;
+  ASSERT_TRUE(gemm_set_bf16_amx(true));
+  const int nq = 40, heads = 4, kv_heads = 2, hd = 48, kvd = kv_heads * hd, ld = heads * hd;
+  const int n = 300;  // three of the store's 128-row tiles, the last ragged
+  RopeTable rope(hd, 10000.0);
+  rope.reserve(n);
+  DenseKvStore store(KvGeometry{1, kv_heads, hd}, DType::kBF16, rope);
+  store.reset(n);
+  auto k = randn(size_t(n) * kvd, 21, 1.0f), v = randn(size_t(n) * kvd, 22, 1.0f);
+  k[7] = 1e-39f;  // widens to an f32 subnormal: zero on the tiles either way
+  store.write(0, 0, n, k.data(), v.data());
+  const StoredKvRows stored(store, 0, {0, n});
+  ASSERT_NE(stored.rows_bf16(1, 5, 10).k, nullptr);
+  // The store's rows widened to f32 ([n, kvd]), handed out in the store's tiles.
+  std::vector<float> kf(size_t(n) * kvd), vf(kf.size()), ks(size_t(n) * hd), vs(ks.size());
+  for (int g = 0; g < kv_heads; ++g) {
+    const KvRows r = stored.rows(g, 0, n, ks.data(), vs.data());
+    for (int i = 0; i < n; ++i)
+      for (int t = 0; t < hd; ++t) {
+        kf[size_t(i) * kvd + g * hd + t] = r.k[size_t(i) * r.ld + t];
+        vf[size_t(i) * kvd + g * hd + t] = r.v[size_t(i) * r.ld + t];
+      }
+  }
+  const FreshKvRows widened(kf.data(), vf.data(), n, kvd, hd, stored.max_tile());
+  const auto q = randn(size_t(nq) * ld, 23, 0.5f);
+  std::vector<float> a(size_t(nq) * ld), b(a.size());
+  const KvRowSource* s1[] = {&stored};
+  const KvRowSource* s2[] = {&widened};
+  attention(q.data(), nq, heads, kv_heads, hd, s1, a.data(), true);
+  attention(q.data(), nq, heads, kv_heads, hd, s2, b.data(), true);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
 // Where bf16 products do not run on AMX tiles, attention(bf16) is the f32 path, bit for bit.
