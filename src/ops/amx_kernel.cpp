@@ -284,6 +284,54 @@ void amx_pack_values_bf16(const uint16_t* v, ptrdiff_t ldv, int n, int hd, int n
 
 namespace {
 
+// exp(x) for x <= 0 on 16 lanes: x = j ln 2 + r (two-part ln 2, FMA), 2^j by vscalefps, the
+// polynomial by Horner's rule; below -126 ln 2 (where exp is under the smallest normal float)
+// 0.
+inline __m512 exp_nonpositive(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654475f);
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_max_ps(x, lo);
+  const __m512 j = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(j, _mm512_set1_ps(0.693145751953125f), x);  // ln 2, high part
+  r = _mm512_fnmadd_ps(j, _mm512_set1_ps(1.4286068202862268e-06f), r);    // and the rest
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_mov_ps(__mmask16(~tiny), _mm512_scalef_ps(p, j));
+}
+
+}  // namespace
+
+double amx_exp_sub_f32(float* s, int n, float m) {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 acc = _mm512_setzero_ps();
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s + i), mv));
+    _mm512_storeu_ps(s + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  if (i < n) {
+    const __mmask16 k = __mmask16((1u << (n - i)) - 1);
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), mv));
+    _mm512_mask_storeu_ps(s + i, k, e);
+    acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(k, e));
+  }
+  alignas(64) float a[16];
+  _mm512_store_ps(a, acc);
+  for (int w = 8; w >= 1; w /= 2)  // a tree over the 16 partial sums
+    for (int t = 0; t < w; ++t) a[t] += a[t + w];
+  return a[0];
+}
+
+namespace {
+
 // One block of R row tiles x C column tiles (R, C in 1..2) of amx_tiles_mm: accumulators 0-3,
 // A tiles 4-5, B tiles 6-7 (tile numbers are literals in the instructions).
 template <int R, int C>

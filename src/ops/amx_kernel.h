@@ -44,6 +44,13 @@ void amx_pack_values(const float* v, ptrdiff_t ldv, int n, int hd, int n_pad, ui
 void amx_pack_keys_bf16(const uint16_t* k, ptrdiff_t ldk, int n, int hd, int hd_pad, uint16_t* dst);
 void amx_pack_values_bf16(const uint16_t* v, ptrdiff_t ldv, int n, int hd, int n_pad,
                           uint16_t* dst);
+// The softmax terms of bf16 attention on the tiles: s[k] = exp(s[k] - m) in f32 (16 lanes: 2^j
+// times a degree-7 Taylor polynomial on |r| <= ln 2 / 2, within 2 ulp; 0 below -126 ln 2),
+// returning their sum (16 partial sums, then a tree). The probabilities go to the tile unit as bf16
+// (half an ulp there is 2^-9), so the f32 path's correctly rounded double-precision exponentials
+// (ops/exp_sum.h) buy nothing here and cost a third of the attention (docs/performance.md).
+double amx_exp_sub_f32(float* s, int n, float m);
+
 // c [16 row_tiles, 16 col_tiles] (row stride ldc floats) = (accumulate ? c : 0) + A B over nkb k
 // blocks, A in A order, B in B order: each output the chain of one tdpbf16ps per k block in
 // ascending order, whatever the blocking, so a row's bits do not depend on the rows beside it.

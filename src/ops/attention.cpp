@@ -37,12 +37,12 @@ struct AttnScratch {
 // The max and the exponentials run on the vector kernels of ops/exp_sum.h (scalar expf here took
 // as long as the two products at a dual-cache step's 32 rows).
 void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, float* acc, int hd,
-                         int ld_acc) {
+                         int ld_acc, ExpSubFn exp_sub) {
   for (int r = 0; r < rows; ++r) {
     float* sr = s + size_t(r) * ld;
     const float mn = std::max(m[r], max_f32(sr, n));
     const float alpha = std::exp(m[r] - mn);  // 0 on the first tile (m = -inf)
-    const float sum = static_cast<float>(exp_sub_f32(sr, n, mn));
+    const float sum = static_cast<float>(exp_sub(sr, n, mn));
     l[r] = l[r] * alpha + sum;
     m[r] = mn;
     if (alpha != 1.0f) {
@@ -105,7 +105,7 @@ void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
                     0.0f, w.scores.data() + size_t(j) * qn * tile, tile);
             }
             online_softmax_tile(w.scores.data(), rows, n, tile, w.m.data(), w.l.data(),
-                                w.acc.data(), hd, hd);
+                                w.acc.data(), hd, hd, exp_sub_f32);
             for (int j = 0; j < rep; ++j)
               sgemm(false, qn, hd, n, 1.0f, w.scores.data() + size_t(j) * qn * tile, tile, r.v,
                     r.ld, 1.0f, w.acc.data() + size_t(j) * qn * hd, hd);

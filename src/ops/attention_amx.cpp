@@ -113,7 +113,8 @@ void attention_amx(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
               }
               float* aj = acc + size_t(j) * qn_pad * hd_cols;
               online_softmax_tile(sj, qn, n, tile_pad, w.m.data() + size_t(j) * qn_pad,
-                                  w.l.data() + size_t(j) * qn_pad, aj, hd, hd_cols);
+                                  w.l.data() + size_t(j) * qn_pad, aj, hd, hd_cols,
+                                  kern::amx_exp_sub_f32);
               kern::amx_convert_rows(sj, tile_pad, qn, n, pb, n_pad);
               kern::amx_tiles_mm(pb, rt, vb, hd_cols / 16, n_pad / 32, aj, hd_cols, true);
             }

@@ -6,7 +6,9 @@
 //     into tile order (amx_pack_keys) once for the query heads that share it;
 //   out += P V: the probabilities rounded to bf16 (the A operand), each V tile packed once.
 // The scale 1/sqrt(hd) multiplies the f32 scores; the softmax (max, exponentials, sums) and the
-// running output stay f32, as in the f32 path. This is what bf16 attention computes upstream
+// running output stay f32, as in the f32 path, but the exponentials are an f32 polynomial
+// (kern::amx_exp_sub_f32, within 2 ulp) rather than the f32 path's correctly rounded ones: the
+// probabilities are rounded to bf16 anyway. This is what bf16 attention computes upstream
 // (torch's bf16 matmuls: bf16 operands, f32 accumulation), except that the scores and the
 // output are kept in f32 rather than rounded to bf16.
 //

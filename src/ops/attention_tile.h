@@ -5,11 +5,15 @@
 
 namespace dllmq {
 
+// s[k] = exp(s[k] - m) over a row of n scores, returning the sum of the terms.
+using ExpSubFn = double (*)(float* s, int n, float m);
+
 // Folds one tile of scores (rows x n, row stride ld) into the running max m, sum l and
 // accumulator acc (rows x hd, row stride ld_acc): rescales what was accumulated so far and turns
-// the scores into unnormalised probabilities.
+// the scores into unnormalised probabilities with exp_sub (the f32 path: ops/exp_sum.h's
+// exp_sub_f32).
 void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, float* acc, int hd,
-                         int ld_acc);
+                         int ld_acc, ExpSubFn exp_sub);
 
 // out row i (row stride ld_out) = acc row i (row stride ld_acc) / l[i], hd values, for `rows`
 // rows (0 where l is 0).

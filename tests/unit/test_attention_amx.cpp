@@ -22,6 +22,7 @@
 #include "cache/kv_store.h"
 #include "linear_rows_check.h"
 #include "ops/amx_gemm.h"
+#include "ops/amx_kernel.h"
 #include "ops/attention.h"
 #include "ops/attention_amx.h"
 #include "ops/gemm.h"
@@ -139,6 +140,30 @@ TEST(AttentionAmx, WithinTheStatedBoundOfTheExactAttentionOnEveryTail) {
   for (const Shape& s : shapes) check_against_reference(s, seed += 31, &worst);
   RecordProperty("worst_error_share_of_bound", std::to_string(worst));
   std::printf("worst error: %.3f of the bound\n", worst);
+}
+
+// The tile path's f32 exponentials: within 2 ulp of exp down to -126 ln 2 (below, at most the
+// smallest normal away: they give 0), the sum within n ulps of the exact sum.
+TEST(AttentionAmx, TheF32ExponentialsAreWithinTwoUlp) {
+  if (!amx_available()) GTEST_SKIP() << "no AMX-BF16 here (or DLLMQ_ISA turns it off)";
+  std::vector<float> x;
+  for (int i = 0; i <= 200000; ++i) x.push_back(-100.0f * float(i) / 200000.0f);
+  for (float v : {0.0f, -0.0f, -1e-30f, -87.33f, -87.34f, -103.0f, -1e30f}) x.push_back(v);
+  const float m = 0.75f;  // the row max the terms are taken against
+  for (size_t n : {x.size(), size_t(1), size_t(15), size_t(17)}) {
+    std::vector<float> s(n);
+    for (size_t i = 0; i < n; ++i) s[i] = x[i] + m;
+    std::vector<float> e = s;
+    const double sum = kern::amx_exp_sub_f32(e.data(), int(n), m);
+    double exact = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      const double want = std::exp(double(s[i] - m));  // the difference taken in f32, as the kernel
+      exact += want;
+      const double tol = std::max(2.0 * std::ldexp(1.0, -23) * want, std::ldexp(1.0, -126));
+      ASSERT_LE(std::fabs(double(e[i]) - want), tol) << "x " << s[i] - m;
+    }
+    EXPECT_LE(std::fabs(sum - exact), double(n) * std::ldexp(1.0, -22) * exact) << n;
+  }
 }
 
 // A query row's output does not depend on the rows beside it (each alone gives the same bits as
