@@ -164,100 +164,102 @@ void amx_gemm_bf16(const uint16_t* xb, int m, int k_pad, const uint16_t* w, int 
   _tile_release();
 }
 
-void amx_pack_keys(const float* k, ptrdiff_t ldk, int n, int hd, int hd_pad, uint16_t* dst) {
+namespace {
+
+// The (dim 2i, dim 2i + 1) pairs of up to 16 keys (rows ldk values apart) as one B tile row, in
+// key order: from f32 rows by two 64-bit gathers of 8 keys and a conversion to bf16 pairs, from
+// bf16 rows by one 32-bit gather. Keys >= `keys` are zero. `one` is the same for one value.
+struct F32KeyPairs {
+  __m256i lo, hi;  // row offsets in floats
+  __mmask8 mlo, mhi;
+  F32KeyPairs(ptrdiff_t ldk, int keys) {
+    alignas(32) int off[16];
+    for (int c = 0; c < 16; ++c) off[c] = c < keys ? int(c * ldk) : 0;
+    lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+    hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(off + 8));
+    mlo = keys >= 8 ? 0xff : __mmask8((1u << keys) - 1);
+    mhi = keys <= 8 ? 0 : keys >= 16 ? 0xff : __mmask8((1u << (keys - 8)) - 1);
+  }
+  __m512i row(const float* base) const {
+    const __m512i a = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), mlo, lo, base, 4);
+    const __m512i b = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), mhi, hi, base, 4);
+    // the second operand's values go first: keys 0-7 (a), then 8-15 (b)
+    return reinterpret_cast<__m512i>(
+        _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(b), _mm512_castsi512_ps(a)));
+  }
+  static uint32_t one(float x) { return to_bf16(x); }
+};
+
+struct Bf16KeyPairs {
+  __m512i idx;  // row offsets in bytes
+  __mmask16 mk;
+  Bf16KeyPairs(ptrdiff_t ldk, int keys) {
+    alignas(64) int off[16];
+    for (int c = 0; c < 16; ++c) off[c] = c < keys ? int(c * ldk * 2) : 0;
+    idx = _mm512_load_si512(off);
+    mk = keys >= 16 ? 0xffff : __mmask16((1u << keys) - 1);
+  }
+  __m512i row(const uint16_t* base) const {
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, idx, base, 1);
+  }
+  static uint32_t one(uint16_t x) { return x; }
+};
+
+// amx_pack_keys for f32 (Pairs = F32KeyPairs) or bf16 rows.
+template <class Pairs, class T>
+void pack_keys(const T* k, ptrdiff_t ldk, int n, int hd, int hd_pad, uint16_t* dst) {
   const int nkb = hd_pad / 32, groups = (n + 15) / 16;
   for (int g = 0; g < groups; ++g) {
     const int keys = std::min(16, n - g * 16);
-    const float* kg = k + size_t(g) * 16 * ldk;
-    // Row c's offset in floats, for the 64-bit gathers of (dim 2i, dim 2i + 1) of 8 keys at once.
-    alignas(32) int off[16];
-    for (int c = 0; c < 16; ++c) off[c] = c < keys ? int(c * ldk) : 0;
-    const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
-    const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(off + 8));
-    const __mmask8 mlo = keys >= 8 ? 0xff : __mmask8((1u << keys) - 1);
-    const __mmask8 mhi = keys <= 8 ? 0 : keys >= 16 ? 0xff : __mmask8((1u << (keys - 8)) - 1);
+    const T* kg = k + size_t(g) * 16 * ldk;
+    const Pairs pairs(ldk, keys);
     for (int kb = 0; kb < nkb; ++kb) {
       uint16_t* t = dst + (size_t(g) * nkb + kb) * 512;
       for (int i = 0; i < 16; ++i) {
         const int dim = kb * 32 + 2 * i;
         uint32_t* row = reinterpret_cast<uint32_t*>(t + i * 32);
         if (dim + 2 <= hd) {
-          const float* base = kg + dim;
-          const __m512i a = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), mlo, lo, base, 4);
-          const __m512i b = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), mhi, hi, base, 4);
-          // (key c, dims 2i and 2i + 1) as bf16 pairs in key order: b holds keys 8-15
-          const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(b), _mm512_castsi512_ps(a));
-          _mm512_store_si512(row, reinterpret_cast<__m512i>(v));
+          _mm512_store_si512(row, pairs.row(kg + dim));
         } else {  // the pair straddles hd or lies past it
-          for (int c = 0; c < 16; ++c) {
-            uint32_t u = 0;
-            if (c < keys && dim < hd) u = to_bf16(kg[c * ldk + dim]);
-            row[c] = u;
-          }
+          for (int c = 0; c < 16; ++c)
+            row[c] = c < keys && dim < hd ? Pairs::one(kg[c * ldk + dim]) : 0;
         }
       }
     }
   }
 }
 
-void amx_pack_values(const float* v, ptrdiff_t ldv, int n, int hd, int n_pad, uint16_t* dst) {
-  const int nkb = n_pad / 32, ctiles = (hd + 15) / 16;
-  // vcvtne2ps2bf16 puts the second operand's 16 values first: (row 2i's, row 2i + 1's); this
-  // index interleaves them into the 16 pairs of a tile row.
-  alignas(64) uint16_t idx[32];
-  for (int c = 0; c < 16; ++c) {
-    idx[2 * c] = uint16_t(c);
-    idx[2 * c + 1] = uint16_t(16 + c);
-  }
-  const __m512i perm = _mm512_load_si512(idx);
-  for (int ct = 0; ct < ctiles; ++ct) {
-    const int dims = std::min(16, hd - ct * 16);
-    const __mmask16 dm = dims >= 16 ? 0xffff : __mmask16((1u << dims) - 1);
-    for (int kb = 0; kb < nkb; ++kb) {
-      uint16_t* t = dst + (size_t(ct) * nkb + kb) * 512;
-      for (int i = 0; i < 16; ++i) {
-        const int r = kb * 32 + 2 * i;
-        const float* v0 = v + size_t(r) * ldv + ct * 16;
-        const __m512 e = r < n ? _mm512_maskz_loadu_ps(dm, v0) : _mm512_setzero_ps();
-        const __m512 f = r + 1 < n ? _mm512_maskz_loadu_ps(dm, v0 + ldv) : _mm512_setzero_ps();
-        const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f, e));
-        _mm512_store_si512(t + i * 32, _mm512_permutexvar_epi16(perm, both));
-      }
-    }
-  }
+}  // namespace
+
+void amx_pack_keys(const float* k, ptrdiff_t ldk, int n, int hd, int hd_pad, uint16_t* dst) {
+  pack_keys<F32KeyPairs>(k, ldk, n, hd, hd_pad, dst);
 }
 
 void amx_pack_keys_bf16(const uint16_t* k, ptrdiff_t ldk, int n, int hd, int hd_pad,
                         uint16_t* dst) {
-  const int nkb = hd_pad / 32, groups = (n + 15) / 16;
-  for (int g = 0; g < groups; ++g) {
-    const int keys = std::min(16, n - g * 16);
-    const uint16_t* kg = k + size_t(g) * 16 * ldk;
-    // Row c's byte offset, for one 32-bit gather of (dim 2i, dim 2i + 1) of 16 keys at once.
-    alignas(64) int off[16];
-    for (int c = 0; c < 16; ++c) off[c] = c < keys ? int(c * ldk * 2) : 0;
-    const __m512i idx = _mm512_load_si512(off);
-    const __mmask16 mk = keys >= 16 ? 0xffff : __mmask16((1u << keys) - 1);
-    for (int kb = 0; kb < nkb; ++kb) {
-      uint16_t* t = dst + (size_t(g) * nkb + kb) * 512;
-      for (int i = 0; i < 16; ++i) {
-        const int dim = kb * 32 + 2 * i;
-        uint32_t* row = reinterpret_cast<uint32_t*>(t + i * 32);
-        if (dim + 2 <= hd) {
-          _mm512_store_si512(
-              row, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, idx, kg + dim, 1));
-        } else {  // the pair straddles hd or lies past it
-          for (int c = 0; c < 16; ++c) row[c] = c < keys && dim < hd ? kg[c * ldk + dim] : 0;
-        }
-      }
-    }
-  }
+  pack_keys<Bf16KeyPairs>(k, ldk, n, hd, hd_pad, dst);
 }
 
-void amx_pack_values_bf16(const uint16_t* v, ptrdiff_t ldv, int n, int hd, int n_pad,
-                          uint16_t* dst) {
+namespace {
+
+// Rows 2i and 2i + 1 (v0, v0 + ldv; zero where absent) of a column tile's dims (mask dm) as 32
+// bf16 values: row 2i's 16, then row 2i + 1's.
+inline __m512i value_rows(const float* v0, ptrdiff_t ldv, bool e_ok, bool f_ok, __mmask16 dm) {
+  const __m512 e = e_ok ? _mm512_maskz_loadu_ps(dm, v0) : _mm512_setzero_ps();
+  const __m512 f = f_ok ? _mm512_maskz_loadu_ps(dm, v0 + ldv) : _mm512_setzero_ps();
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f, e));  // the second operand goes first
+}
+inline __m512i value_rows(const uint16_t* v0, ptrdiff_t ldv, bool e_ok, bool f_ok, __mmask16 dm) {
+  const __m256i e = e_ok ? _mm256_maskz_loadu_epi16(dm, v0) : _mm256_setzero_si256();
+  const __m256i f = f_ok ? _mm256_maskz_loadu_epi16(dm, v0 + ldv) : _mm256_setzero_si256();
+  return _mm512_inserti64x4(_mm512_castsi256_si512(e), f, 1);
+}
+
+// amx_pack_values for f32 or bf16 rows.
+template <class T>
+void pack_values(const T* v, ptrdiff_t ldv, int n, int hd, int n_pad, uint16_t* dst) {
   const int nkb = n_pad / 32, ctiles = (hd + 15) / 16;
-  // (row 2i's 16 dims, row 2i + 1's) interleaved into the 16 pairs of a tile row
+  // interleaves (row 2i's 16 values, row 2i + 1's) into the 16 pairs of a tile row
   alignas(64) uint16_t idx[32];
   for (int c = 0; c < 16; ++c) {
     idx[2 * c] = uint16_t(c);
@@ -271,15 +273,22 @@ void amx_pack_values_bf16(const uint16_t* v, ptrdiff_t ldv, int n, int hd, int n
       uint16_t* t = dst + (size_t(ct) * nkb + kb) * 512;
       for (int i = 0; i < 16; ++i) {
         const int r = kb * 32 + 2 * i;
-        const uint16_t* v0 = v + size_t(r) * ldv + ct * 16;
-        const __m256i e = r < n ? _mm256_maskz_loadu_epi16(dm, v0) : _mm256_setzero_si256();
-        const __m256i f =
-            r + 1 < n ? _mm256_maskz_loadu_epi16(dm, v0 + ldv) : _mm256_setzero_si256();
-        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(e), f, 1);
+        const __m512i both = value_rows(v + size_t(r) * ldv + ct * 16, ldv, r < n, r + 1 < n, dm);
         _mm512_store_si512(t + i * 32, _mm512_permutexvar_epi16(perm, both));
       }
     }
   }
+}
+
+}  // namespace
+
+void amx_pack_values(const float* v, ptrdiff_t ldv, int n, int hd, int n_pad, uint16_t* dst) {
+  pack_values(v, ldv, n, hd, n_pad, dst);
+}
+
+void amx_pack_values_bf16(const uint16_t* v, ptrdiff_t ldv, int n, int hd, int n_pad,
+                          uint16_t* dst) {
+  pack_values(v, ldv, n, hd, n_pad, dst);
 }
 
 namespace {
