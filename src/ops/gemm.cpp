@@ -51,7 +51,7 @@ std::string lower(std::string s) {
 const char* bf16_path(const GemmInfo& i) {
   return i.bf16_native ? "native, oneDNN bf16 dot products"
          : i.bf16_dot  ? "packed kernels, AVX512-BF16 dot products (vdpbf16ps)"
-         : i.bf16_amx  ? "AMX tiles (tdpbf16ps), weights repacked for them"
+         : i.bf16_amx  ? "AMX tiles (tdpbf16ps), weights repacked for them, attention too"
                        : "packed kernels, widened to f32 in registers";
 }
 
