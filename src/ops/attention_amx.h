@@ -3,7 +3,8 @@
 // query chunk, tile by tile over every source, one online softmax), with its two products on
 // AMX-BF16 tiles instead of f32 GEMM calls:
 //   scores = Q K^T: Q rounded to bf16 once per head and chunk, each K tile rounded and packed
-//     into tile order (amx_pack_keys) once for the query heads that share it;
+//     into tile order (amx_pack_keys) once for the query heads that share it (a bf16 store's
+//     rows as they are: KvRowSource::rows_bf16);
 //   out += P V: the probabilities rounded to bf16 (the A operand), each V tile packed once.
 // The scale 1/sqrt(hd) multiplies the f32 scores; the softmax (max, exponentials, sums) and the
 // running output stay f32, as in the f32 path, but the exponentials are an f32 polynomial
