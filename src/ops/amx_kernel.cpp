@@ -35,6 +35,16 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
+// Every kernel here uses all eight tiles at their full 16 rows x 64 bytes.
+void load_full_tiles() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
 // a denormal as zero, then round to nearest even (vcvtne2ps2bf16's conversion, for the tails)
 inline uint16_t to_bf16(float x) {
   uint32_t u;
@@ -109,12 +119,7 @@ void amx_convert_rows(const float* x, ptrdiff_t ldx, int m, int k, uint16_t* dst
 
 void amx_gemm_bf16(const uint16_t* xb, int m, int k_pad, const uint16_t* w, int n, int p0, int p1,
                    float* y, ptrdiff_t ldy) {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
+  load_full_tiles();
   const int nkb = k_pad / 32;
   for (int p = p0; p < p1; ++p) {
     const auto* wp = reinterpret_cast<const uint8_t*>(w) + size_t(p) * nkb * kAmxBlockBytes;
@@ -387,12 +392,7 @@ void tiles_block(const uint16_t* a, const uint16_t* b, int nkb, float* c, ptrdif
 
 void amx_tiles_mm(const uint16_t* a, int row_tiles, const uint16_t* b, int col_tiles, int nkb,
                   float* c, ptrdiff_t ldc, bool accumulate) {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
+  load_full_tiles();
   const size_t tile = size_t(nkb) * 512;  // values of one row (column) tile's k blocks
   for (int rt = 0; rt < row_tiles; rt += 2) {
     const bool r2 = rt + 1 < row_tiles;
@@ -417,12 +417,7 @@ void amx_tiles_mm(const uint16_t* a, int row_tiles, const uint16_t* b, int col_t
 #undef DLLMQ_STORE_TILE
 
 float amx_burn(long iters) {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
+  load_full_tiles();
   alignas(64) uint16_t ones[16 * 32];
   for (uint16_t& v : ones) v = 0x3f80;  // 1.0
   _tile_zero(0);
