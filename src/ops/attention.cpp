@@ -14,8 +14,6 @@ namespace dllmq {
 
 namespace {
 
-constexpr int kQueryChunk = 128;  // bounds the per-thread score/accumulator tiles
-
 // Per-thread buffers of the online-softmax loop, grown on demand and reused across calls.
 struct AttnScratch {
   std::vector<float> scores, acc, m, l, k, v;
@@ -53,6 +51,16 @@ void online_softmax_tile(float* s, int rows, int n, int ld, float* m, float* l, 
   }
 }
 
+KeyExtent key_extent(std::span<const KvRowSource* const> sources, int nq, int n_heads, int hd) {
+  KeyExtent e;
+  for (auto* s : sources) {
+    e.rows += s->n_rows();
+    e.tile = std::max(e.tile, std::min(s->max_tile(), s->n_rows()));
+  }
+  e.parallel = double(nq) * e.rows * n_heads * hd > 1e6;
+  return e;
+}
+
 void normalize_rows(const float* acc, int ld_acc, const float* l, int rows, int hd, float* out,
                     size_t ld_out) {
   for (int i = 0; i < rows; ++i) {
@@ -70,19 +78,15 @@ void attention(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
     attention_amx(q, nq, n_heads, n_kv_heads, hd, sources, out);
     return;
   }
-  int nk = 0, tile = 1;
-  for (auto* s : sources) {
-    nk += s->n_rows();
-    tile = std::max(tile, std::min(s->max_tile(), s->n_rows()));
-  }
+  const KeyExtent keys = key_extent(sources, nq, n_heads, hd);
+  const int tile = keys.tile;
   const int rep = n_heads / n_kv_heads;
   const int ld = n_heads * hd;
   const int n_chunks = (nq + kQueryChunk - 1) / kQueryChunk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Work items: (kv head, query chunk); the query heads of a group share each K/V tile, so a
   // dequantized tile serves all of them.
-  const bool par = double(nq) * nk * n_heads * hd > 1e6;
-#pragma omp parallel if (par)
+#pragma omp parallel if (keys.parallel)
   {
     thread_local AttnScratch w;
     w.reserve(rep * std::min(nq, kQueryChunk), tile, hd);

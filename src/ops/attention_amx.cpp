@@ -15,8 +15,6 @@ namespace dllmq {
 
 namespace {
 
-constexpr int kQueryChunk = 128;  // query rows a work item takes: 8 row tiles
-
 int round_up(int x, int m) {
   return (x + m - 1) / m * m;
 }
@@ -47,19 +45,15 @@ bool attention_amx_enabled() {
 
 void attention_amx(const float* q, int nq, int n_heads, int n_kv_heads, int hd,
                    std::span<const KvRowSource* const> sources, float* out) {
-  int nk = 0, tile = 1;
-  for (auto* s : sources) {
-    nk += s->n_rows();
-    tile = std::max(tile, std::min(s->max_tile(), s->n_rows()));
-  }
+  const KeyExtent keys = key_extent(sources, nq, n_heads, hd);
+  const int tile = keys.tile;
   const int rep = n_heads / n_kv_heads, ld = n_heads * hd;
   const int n_chunks = (nq + kQueryChunk - 1) / kQueryChunk;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int hd_pad = round_up(hd, 32);      // k of the score product
   const int hd_cols = round_up(hd, 16);     // columns of the output product
   const int tile_pad = round_up(tile, 32);  // k of the output product; score columns
-  const bool par = double(nq) * nk * n_heads * hd > 1e6;
-#pragma omp parallel if (par)
+#pragma omp parallel if (keys.parallel)
   {
     thread_local AmxAttnScratch w;
     const int qn_max = round_up(std::min(nq, kQueryChunk), 16);

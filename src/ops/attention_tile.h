@@ -2,8 +2,24 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
+
+#include "ops/attention.h"
 
 namespace dllmq {
+
+// Query rows one work item (KV head, query chunk) takes: bounds the per-thread score and
+// accumulator tiles (8 AMX row tiles on the tile path).
+inline constexpr int kQueryChunk = 128;
+
+// The keys of all sources (rows) and the largest tile any hands out (tile, at least 1), and
+// whether the work (nq queries x those keys x n_heads x hd) is worth a parallel region.
+struct KeyExtent {
+  int rows = 0;
+  int tile = 1;
+  bool parallel = false;
+};
+KeyExtent key_extent(std::span<const KvRowSource* const> sources, int nq, int n_heads, int hd);
 
 // s[k] = exp(s[k] - m) over a row of n scores, returning the sum of the terms.
 using ExpSubFn = double (*)(float* s, int n, float m);
