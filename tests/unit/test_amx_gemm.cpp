@@ -27,20 +27,6 @@
 namespace dllmq {
 namespace {
 
-// The value the tile unit multiplies: bf16, a denormal as zero.
-double tile_value(uint16_t h) {
-  if ((h & 0x7f80u) == 0) return 0.0;
-  return bf16_to_f32(h);
-}
-
-// bf16 of an activation as the kernel converts it: a denormal to zero, then nearest even.
-uint16_t act_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 struct Case {
   int m, n, k;
 };
@@ -86,9 +72,9 @@ TEST(AmxGemm, WithinTheStatedBoundOfTheExactSumOnEveryTail) {
           }
           double sum = 0.0, mag = 0.0;
           for (int kk = 0; kk < c.k; ++kk) {
-            const double p =
-                tile_value(act_bf16(x[size_t(i) * ldx + kk])) *
-                tile_value(f32_to_bf16(w.at(size_t(o) * c.k + kk)));  // stored, then bf16
+            const double p = test_util::tile_value(test_util::act_bf16(x[size_t(i) * ldx + kk])) *
+                             test_util::tile_value(
+                                 f32_to_bf16(w.at(size_t(o) * c.k + kk)));  // stored, then bf16
             sum += p;
             mag += std::fabs(p);
           }

@@ -27,28 +27,19 @@
 #include "ops/attention_amx.h"
 #include "ops/gemm.h"
 #include "ops/rope.h"
+#include "test_helpers.h"
 #include "util/half.h"
 
 namespace dllmq {
 namespace {
 
-// bf16 as the kernel rounds its operands: a denormal to zero, then nearest even; as a double.
+// bf16 as the kernels round their operands (a denormal to zero, then nearest even) and the tile
+// unit reads them (a denormal to zero); as a double.
 double bf(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0) return 0.0;
-  const auto h = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  if ((h & 0x7f80u) == 0) return 0.0;
-  return bf16_to_f32(h);
+  return test_util::tile_value(test_util::act_bf16(x));
 }
 
-std::vector<float> randn(size_t n, unsigned seed, float scale) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(g);
-  return v;
-}
+using test_util::randn;
 
 struct Shape {
   int nq, heads, kv_heads, hd;

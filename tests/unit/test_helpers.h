@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -19,6 +20,20 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(g);
   return v;
+}
+
+// The value the AMX tile unit multiplies: bf16, a denormal as zero.
+inline double tile_value(uint16_t h) {
+  if ((h & 0x7f80u) == 0) return 0.0;
+  return bf16_to_f32(h);
+}
+
+// bf16 of an activation as the AMX kernels convert it: a denormal to zero, then nearest even.
+inline uint16_t act_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
