@@ -201,6 +201,15 @@ void quant_gemm_ref(const float* x, int m, int ldx, const QuantMatrix& q, float*
     }
 }
 
+// DLLMQ_PANEL_PREFETCH=0 turns the kernels' next-group prefetch off, to measure what it does.
+static bool next_group_prefetch() {
+  static const bool on = [] {
+    const char* e = std::getenv("DLLMQ_PANEL_PREFETCH");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
                  bool round_w, bool scalar) {
   kern::GemmArgs a{blocks.data(),
@@ -218,6 +227,7 @@ void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int
                    {}};
   if (w.bits != 0)
     a.q = {w.scale.data(), w.signed_codes ? nullptr : w.zero.data(), w.gstart.data(), w.n_groups};
+  a.prefetch_next_group = next_group_prefetch();
   if (w.lanes == 16) {
     if (!scalar && w.isa == Isa::kAvx512) return kern::gemm_avx512(a);
     return kern::gemm_scalar16(a);

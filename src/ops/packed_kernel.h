@@ -49,6 +49,9 @@ struct GemmArgs {
   int p0, p1;    // panels to compute
   bool round_w;  // round each (widened) weight to bf16 first (bf16 compute, non-bf16 weights)
   QuantArgs q;   // codes only
+  // A panel group's later row tiles prefetch the next group's weights into L2
+  // (PackedGemm::NextGroup); off only to measure it (DLLMQ_PANEL_PREFETCH=0).
+  bool prefetch_next_group = true;
 };
 
 // y = x W^T over the panels, one f32 FMA chain per output in ascending k starting from 0:

@@ -26,16 +26,20 @@
 // between K blocks, exactly) or thread; a code output is its chain of per-group chains, likewise.
 #pragma once
 
+// Only templates whose every instantiation names a type of the including unit (Fetch below).
+#include "ops/next_group_prefetch.h"
+
 namespace dllmq::kern {
+
+inline constexpr int kPanelGroup = 4;
 
 // The order every packed kernel visits one K block in: panel groups of 4 (their K block stays
 // cached while every row passes), then each block's row tiles of up to MR rows:
 // fn(block, first row, rows, first panel, end panel).
 template <int MR, class Fn>
 inline __attribute__((always_inline)) void for_each_tile(const GemmArgs& a, Fn&& fn) {
-  constexpr int kGroup = 4;
-  for (int pg = a.p0; pg < a.p1; pg += kGroup) {
-    const int pe = pg + kGroup < a.p1 ? pg + kGroup : a.p1;
+  for (int pg = a.p0; pg < a.p1; pg += kPanelGroup) {
+    const int pe = pg + kPanelGroup < a.p1 ? pg + kPanelGroup : a.p1;
     for (int b = 0; b < a.n_blocks; ++b)
       for (int r = 0; r < a.blocks[b].m; r += MR)
         fn(a.blocks[b], r, a.blocks[b].m - r < MR ? a.blocks[b].m - r : MR, pg, pe);
@@ -57,6 +61,14 @@ struct PackedGemm {
   static constexpr int MR = V::MR;  // rows of a full tile
   // How far ahead in a panel the weights are prefetched into L1 (see outer()).
   static constexpr ptrdiff_t kPrefetchBytes = 2048;
+
+  // The next panel group's weights into L2 (ops/next_group_prefetch.h), prefetcht2.
+  struct L2Line {
+    static inline __attribute__((always_inline)) void line(const unsigned char* p) {
+      __builtin_prefetch(p, 0, 1);
+    }
+  };
+  using NextGroup = NextGroupPrefetch<L2Line>;
 
   // The NR weights of one k of a panel as two f32 vectors (columns [0, W) and [W, 2W)).
   static inline __attribute__((always_inline)) void load_w(const unsigned char* p, R& lo, R& hi) {
@@ -125,7 +137,7 @@ struct PackedGemm {
 
   template <int R_, int NP>
   static void tile(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
-                   bool first, float* y, ptrdiff_t ldy, int valid, const KPos&) {
+                   bool first, float* y, ptrdiff_t ldy, int valid, const KPos&, NextGroup& ng) {
     R acc[R_][2 * NP];
     const bool full = valid >= NP * NR;
 #pragma GCC unroll 16
@@ -135,7 +147,7 @@ struct PackedGemm {
         acc[r][j] = first  ? V::zero()
                     : full ? V::load(y + r * ldy + j * W)
                            : load_cols(y + r * ldy + j * W, valid - j * W);
-    outer<R_, NP>(acc, x, ldx, w, pstride, 0, kc, nullptr);
+    outer<R_, NP>(acc, x, ldx, w, pstride, 0, kc, nullptr, ng);
     store_tile<R_, NP>(acc, y, ldy, valid);
   }
 
@@ -146,8 +158,10 @@ struct PackedGemm {
   static inline __attribute__((always_inline)) void outer(R (&acc)[R_][2 * NP], const float* x,
                                                           ptrdiff_t ldx, const unsigned char* w,
                                                           ptrdiff_t pstride, int kb, int ke,
-                                                          const RI* z) {
+                                                          const RI* z, NextGroup& ng) {
+    NextGroup g = ng;  // in registers for the loop
     for (int kk = kb; kk < ke; ++kk) {
+      g.step();
       // The panels' weights 2 KiB ahead, into L1: a 32-row dual-cache product streams every
       // weight once per step from L3 (the embedded and benchmark models do not fit L2), and the
       // hardware prefetchers alone left it at 188-200 GFLOP/s on two cores, 224-240 with this
@@ -173,6 +187,7 @@ struct PackedGemm {
         for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
       }
     }
+    ng = g;
   }
 
   template <int R_, int NP>
@@ -194,7 +209,8 @@ struct PackedGemm {
   // y) per output (y = fma(a_g, s_g, 0) for the first group of the reduction).
   template <int R_, int NP>
   static void tile_q(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int,
-                     bool first, float* y, ptrdiff_t ldy, int valid, const KPos& kp) {
+                     bool first, float* y, ptrdiff_t ldy, int valid, const KPos& kp,
+                     NextGroup& ng) {
     const QuantArgs& q = *kp.q;
     const bool full = valid >= NP * NR;
     for (int g = kp.g0; g < kp.g1; ++g, first = false) {
@@ -213,7 +229,7 @@ struct PackedGemm {
       for (int r = 0; r < R_; ++r)
 #pragma GCC unroll 16
         for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::zero();
-      outer<R_, NP>(acc, x, ldx, w, pstride, kb, ke, z);
+      outer<R_, NP>(acc, x, ldx, w, pstride, kb, ke, z, ng);
 #pragma GCC unroll 16
       for (int j = 0; j < 2 * NP; ++j) {
         const R sc =
@@ -235,33 +251,35 @@ struct PackedGemm {
                                                              const unsigned char* w,
                                                              ptrdiff_t pstride, int kc, bool first,
                                                              float* y, ptrdiff_t ldy, int valid,
-                                                             const KPos& kp) {
+                                                             const KPos& kp, NextGroup& ng) {
     if constexpr (Q)
-      tile_q<R_, NP>(x, ldx, w, pstride, kc, first, y, ldy, valid, kp);
+      tile_q<R_, NP>(x, ldx, w, pstride, kc, first, y, ldy, valid, kp, ng);
     else
-      tile<R_, NP>(x, ldx, w, pstride, kc, first, y, ldy, valid, kp);
+      tile<R_, NP>(x, ldx, w, pstride, kc, first, y, ldy, valid, kp, ng);
   }
 
   // Panels [p, pe) for rows [0, R_): one or two rows take several panels at once, so that the
   // accumulators still cover the FMA latency.
   template <int R_>
   static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
-                   bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp) {
+                   bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp,
+                   NextGroup& ng) {
     // Codes with zero points: 2 panels at 1 row (the zero points also take registers).
     constexpr int NP = R_ == 1 ? (Q && !SIGNED ? 2 : 4) : R_ == 2 ? 2 : 1;
     for (; p + NP <= pe; p += NP) {
       kp.panel = p;
-      tile_any<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR,
-                       kp);
+      tile_any<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp,
+                       ng);
     }
     for (; p < pe; ++p) {
       kp.panel = p;
-      tile_any<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp);
+      tile_any<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp,
+                      ng);
     }
   }
 
   using RowsFn = void (*)(const float*, ptrdiff_t, const unsigned char*, ptrdiff_t, int, bool,
-                          float*, ptrdiff_t, int, int, int, KPos);
+                          float*, ptrdiff_t, int, int, int, KPos, NextGroup&);
   static RowsFn rows_fn(int r);
 
   // Reduction values per K block: the block's activations of every row (rows x kc floats) stay
@@ -281,9 +299,25 @@ struct PackedGemm {
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
     const bool first = k0 == 0;
     const KPos kp{&a.q, k0, g0, g1, 0};
+    int tiles = 0;  // row tiles per panel group
+    for (int b = 0; b < a.n_blocks; ++b) tiles += (a.blocks[b].m + MR - 1) / MR;
+    NextGroup ng;
+    int group = -1;
     for_each_tile<MR>(a, [&](const Block& bl, int r, int nr, int pg, int pe) {
+      if (pg != group) {  // a group's first tile fetches its own weights
+        group = pg;
+        ng = NextGroup{};
+      } else if (!ng.armed && a.prefetch_next_group) {
+        // The next group's panels at this K block, over the k steps of this group's later tiles.
+        // (Also fetching the next K block's first group after the last group measured no
+        // faster: docs/performance.md.)
+        const int ne = pe + kPanelGroup < a.p1 ? pe + kPanelGroup : a.p1;
+        ng =
+            NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride,
+                            ptrdiff_t(kcur) * KSTRIDE, ne - pe, long(tiles - 1) * (pe - pg) * kcur);
+      }
       rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
-                  bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp);
+                  bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp, ng);
     });
   }
 

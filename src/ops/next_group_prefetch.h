@@ -1,0 +1,77 @@
+// The packed kernels' prefetch of the next panel group's weights into L2, spread over the k steps
+// of the current group's later row tiles (ops/packed_kernel_impl.h).
+//
+// Why: a panel group's first row tile streams the group's weights from memory (a decode step's
+// weights do not fit the last-level cache); its other row tiles read them again from L2 and fetch
+// nothing. Without this, one tile's memory waits and the others' FMAs took turns: one thread, 32
+// rows over bf16 weights streamed from DRAM, the first tile of a group took 1.5-1.7x the cycles
+// of the others; with it, about what the others take. The lines are spread evenly over every
+// later tile's k steps: one line every step (done in fewer steps than there are), or all of them
+// in half the steps, was slower, as the prefetches then hold the line-fill buffers that the
+// tiles' own loads need (docs/performance.md). A prefetch is only a hint: no effect on the bits.
+//
+// Fetch::line(p) issues the prefetch of the line at p. The kernels pass a type of their own
+// translation unit, so that each instruction set keeps its own copy of this code; the tests pass
+// one that records the lines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dllmq::kern {
+
+template <class Fetch>
+struct NextGroupPrefetch {
+  const unsigned char* p = nullptr;     // the next line to fetch
+  const unsigned char* end = nullptr;   // the end of the current segment
+  const unsigned char* next = nullptr;  // the start of the following segment
+  ptrdiff_t seg_bytes = 0, seg_stride = 0;
+  int segs_left = 0;  // segments after the current one
+  // Spread: each step earns `lines` credits and a line costs `steps` (so `lines` lines take the
+  // `steps` steps, evenly, whatever the ratio).
+  long lines = 0, steps = 1, credit = 0;
+  bool armed = false;  // over() was called for this group (whatever it found to fetch)
+
+  // `segs` segments of `seg_bytes` bytes, the first at `first`, each `seg_stride` bytes after the
+  // one before (a K block of consecutive panels), to be fetched over `steps` calls of step().
+  static NextGroupPrefetch over(const unsigned char* first, ptrdiff_t seg_stride,
+                                ptrdiff_t seg_bytes, int segs, long steps) {
+    NextGroupPrefetch g;
+    g.armed = true;
+    if (segs <= 0 || seg_bytes <= 0 || steps <= 0) return g;
+    g.seg_bytes = seg_bytes;
+    g.seg_stride = seg_stride;
+    g.start(first);
+    g.next = first + seg_stride;
+    g.segs_left = segs - 1;
+    // Lines per segment, at most: its bytes may begin inside a line.
+    g.lines = long(segs) * ((seg_bytes + 63) / 64 + 1);
+    g.steps = steps;
+    return g;
+  }
+
+  inline __attribute__((always_inline)) void step() {
+    for (credit += lines; credit >= steps; credit -= steps) {
+      if (p >= end) {
+        if (segs_left == 0) {  // done: idle from now on
+          lines = credit = 0;
+          return;
+        }
+        start(next);
+        next += seg_stride;
+        --segs_left;
+      }
+      Fetch::line(p);
+      p += 64;
+    }
+  }
+
+ private:
+  // From the line that holds the segment's first byte.
+  inline __attribute__((always_inline)) void start(const unsigned char* s) {
+    p = s - (reinterpret_cast<uintptr_t>(s) & 63);
+    end = s + seg_bytes;
+  }
+};
+
+}  // namespace dllmq::kern
