@@ -30,15 +30,17 @@ struct NextGroupPrefetch {
   // Spread: each step earns `lines` credits and a line costs `steps` (so `lines` lines take the
   // `steps` steps, evenly, whatever the ratio).
   long lines = 0, steps = 1, credit = 0;
+  long left = 0;       // lines still to fetch
   bool armed = false;  // over() was called for this group (whatever it found to fetch)
 
   // `segs` segments of `seg_bytes` bytes, the first at `first`, each `seg_stride` bytes after the
-  // one before (a K block of consecutive panels), to be fetched over `steps` calls of step().
+  // one before (a K block of consecutive panels), to be fetched over `steps` calls of step(); at
+  // most `max_bytes` of them, from the first (what L2 has room for beside what it holds).
   static NextGroupPrefetch over(const unsigned char* first, ptrdiff_t seg_stride,
-                                ptrdiff_t seg_bytes, int segs, long steps) {
+                                ptrdiff_t seg_bytes, int segs, long steps, long max_bytes) {
     NextGroupPrefetch g;
     g.armed = true;
-    if (segs <= 0 || seg_bytes <= 0 || steps <= 0) return g;
+    if (segs <= 0 || seg_bytes <= 0 || steps <= 0 || max_bytes < 64) return g;
     g.seg_bytes = seg_bytes;
     g.seg_stride = seg_stride;
     g.start(first);
@@ -46,14 +48,16 @@ struct NextGroupPrefetch {
     g.segs_left = segs - 1;
     // Lines per segment, at most: its bytes may begin inside a line.
     g.lines = long(segs) * ((seg_bytes + 63) / 64 + 1);
+    if (g.lines > max_bytes / 64) g.lines = max_bytes / 64;
+    g.left = g.lines;
     g.steps = steps;
     return g;
   }
 
   inline __attribute__((always_inline)) void step() {
     for (credit += lines; credit >= steps; credit -= steps) {
-      if (p >= end) {
-        if (segs_left == 0) {  // done: idle from now on
+      if (p >= end || left == 0) {
+        if (segs_left == 0 || left == 0) {  // done: idle from now on
           lines = credit = 0;
           return;
         }
@@ -63,6 +67,7 @@ struct NextGroupPrefetch {
       }
       Fetch::line(p);
       p += 64;
+      --left;
     }
   }
 

@@ -328,12 +328,17 @@ double measure_bf16dot_peak_gflops(double min_s) {
 
 namespace kern {
 
-int k_block_budget_floats() {
-  static const int floats = [] {
+long l2_cache_bytes() {
+  static const long bytes = [] {
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    const long bytes = l2 > 0 ? l2 : 1L << 20;
-    return int(std::clamp(bytes / 8 * 3 / long(sizeof(float)), 16384L, 1L << 20));
+    return l2 > 0 ? l2 : 1L << 20;
   }();
+  return bytes;
+}
+
+int k_block_budget_floats() {
+  static const int floats =
+      int(std::clamp(l2_cache_bytes() / 8 * 3 / long(sizeof(float)), 16384L, 1L << 20));
   return floats;
 }
 

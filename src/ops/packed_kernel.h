@@ -76,6 +76,9 @@ void gemm_bf16dot_avx512(const GemmArgs& a);
 // Computed once (packed_gemm.cpp).
 int k_block_budget_floats();
 
+// One core's L2 in bytes, as the C library reports it (1 MiB where unknown).
+long l2_cache_bytes();
+
 // Independent FMA chains (12 AVX2 / 24 AVX-512 vectors) for `iters` rounds on one thread: the
 // core's f32 FMA peak is flops / time (measure_fma_peak_gflops). Returns a value that depends on
 // every chain.

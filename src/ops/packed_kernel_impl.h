@@ -299,8 +299,11 @@ struct PackedGemm {
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
     const bool first = k0 == 0;
     const KPos kp{&a.q, k0, g0, g1, 0};
-    int tiles = 0;  // row tiles per panel group
-    for (int b = 0; b < a.n_blocks; ++b) tiles += (a.blocks[b].m + MR - 1) / MR;
+    int tiles = 0, rows = 0;  // row tiles and rows per panel group
+    for (int b = 0; b < a.n_blocks; ++b) {
+      tiles += (a.blocks[b].m + MR - 1) / MR;
+      rows += a.blocks[b].m;
+    }
     NextGroup ng;
     int group = -1;
     for_each_tile<MR>(a, [&](const Block& bl, int r, int nr, int pg, int pe) {
@@ -308,13 +311,17 @@ struct PackedGemm {
         group = pg;
         ng = NextGroup{};
       } else if (!ng.armed && a.prefetch_next_group) {
-        // The next group's panels at this K block, over the k steps of this group's later tiles.
-        // (Also fetching the next K block's first group after the last group measured no
-        // faster: docs/performance.md.)
+        // The next group's panels at this K block, over the k steps of this group's later tiles,
+        // as much of it as L2 holds beside this group's weights and the rows' activations: more
+        // would evict what the later tiles read (f32 weights at K 4,096, 2 MiB a group, ran 25%
+        // slower). (Also fetching the next K block's first group after the last group measured
+        // no faster: docs/performance.md.)
         const int ne = pe + kPanelGroup < a.p1 ? pe + kPanelGroup : a.p1;
-        ng =
-            NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride,
-                            ptrdiff_t(kcur) * KSTRIDE, ne - pe, long(tiles - 1) * (pe - pg) * kcur);
+        const long room = l2_cache_bytes() / 8 * 7 - long(rows) * kcur * long(sizeof(float)) -
+                          long(pe - pg) * kcur * KSTRIDE;
+        ng = NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride,
+                             ptrdiff_t(kcur) * KSTRIDE, ne - pe, long(tiles - 1) * (pe - pg) * kcur,
+                             room);
       }
       rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
                   bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp, ng);

@@ -59,7 +59,8 @@ TEST(NextGroupPrefetch, CoversEveryLineOfTheSegmentsOnceInOrderWithinTheSteps) {
     const uintptr_t base = (reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63);
     const auto* first = reinterpret_cast<const unsigned char*>(base + uintptr_t(c.offset));
     g_lines.clear();
-    auto g = NextGroupPrefetch<Record>::over(first, c.stride, c.seg_bytes, c.segs, c.steps);
+    auto g =
+        NextGroupPrefetch<Record>::over(first, c.stride, c.seg_bytes, c.segs, c.steps, 1L << 40);
     EXPECT_TRUE(g.armed);
     for (long i = 0; i < c.steps; ++i) g.step();
     const std::vector<uintptr_t> want = expected_lines(reinterpret_cast<uintptr_t>(first), c);
@@ -78,7 +79,7 @@ TEST(NextGroupPrefetch, SpreadsTheLinesOverTheSteps) {
   const auto* first = reinterpret_cast<const unsigned char*>(
       (reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
   g_lines.clear();
-  auto g = NextGroupPrefetch<Record>::over(first, 1024, 1024, 4, 640);
+  auto g = NextGroupPrefetch<Record>::over(first, 1024, 1024, 4, 640, 1L << 40);
   for (int i = 0; i < 320; ++i) g.step();
   EXPECT_GE(g_lines.size(), 16u);
   EXPECT_LE(g_lines.size(), 40u);
@@ -86,11 +87,27 @@ TEST(NextGroupPrefetch, SpreadsTheLinesOverTheSteps) {
   EXPECT_EQ(g_lines.size(), 64u);
 }
 
+TEST(NextGroupPrefetch, FetchesNoMoreThanItsByteCapFromTheFirstLine) {
+  // 4 segments of 10 lines, 1,024 bytes apart, capped at 25 lines: the first 25 in walk order.
+  const Case c{0, 640, 1024, 4, 1000};
+  std::vector<unsigned char> buf(4 * 1024 + 64);
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63);
+  const auto* first = reinterpret_cast<const unsigned char*>(base);
+  g_lines.clear();
+  auto g = NextGroupPrefetch<Record>::over(first, c.stride, c.seg_bytes, c.segs, c.steps, 25 * 64);
+  for (long i = 0; i < c.steps; ++i) g.step();
+  const std::vector<uintptr_t> all = expected_lines(base, c);
+  ASSERT_EQ(g_lines.size(), 25u);
+  for (size_t i = 0; i < 25; ++i) EXPECT_EQ(reinterpret_cast<uintptr_t>(g_lines[i]), all[i]);
+}
+
 TEST(NextGroupPrefetch, NothingToFetchIsArmedAndIdle) {
   g_lines.clear();
   const unsigned char b[64] = {};
-  for (auto g : {NextGroupPrefetch<Record>::over(b, 64, 64, 0, 100),
-                 NextGroupPrefetch<Record>::over(b, 64, 64, 1, 0)}) {
+  for (auto g : {NextGroupPrefetch<Record>::over(b, 64, 64, 0, 100, 1L << 40),
+                 NextGroupPrefetch<Record>::over(b, 64, 64, 1, 0, 1L << 40),
+                 NextGroupPrefetch<Record>::over(b, 64, 64, 1, 100, 63),
+                 NextGroupPrefetch<Record>::over(b, 64, 64, 1, 100, -5)}) {
     EXPECT_TRUE(g.armed);
     for (int i = 0; i < 10; ++i) g.step();
   }
