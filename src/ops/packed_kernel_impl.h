@@ -299,10 +299,10 @@ struct PackedGemm {
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
     const bool first = k0 == 0;
     const KPos kp{&a.q, k0, g0, g1, 0};
-    int tiles = 0, rows = 0;  // row tiles and rows per panel group
+    int tiles = 0, m = 0;  // row tiles and rows per panel group
     for (int b = 0; b < a.n_blocks; ++b) {
       tiles += (a.blocks[b].m + MR - 1) / MR;
-      rows += a.blocks[b].m;
+      m += a.blocks[b].m;
     }
     NextGroup ng;
     int group = -1;
@@ -317,7 +317,7 @@ struct PackedGemm {
         // slower). (Also fetching the next K block's first group after the last group measured
         // no faster: docs/performance.md.)
         const int ne = pe + kPanelGroup < a.p1 ? pe + kPanelGroup : a.p1;
-        const long room = l2_cache_bytes() / 8 * 7 - long(rows) * kcur * long(sizeof(float)) -
+        const long room = l2_cache_bytes() / 8 * 7 - long(m) * kcur * long(sizeof(float)) -
                           long(pe - pg) * kcur * KSTRIDE;
         ng = NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride,
                              ptrdiff_t(kcur) * KSTRIDE, ne - pe, long(tiles - 1) * (pe - pg) * kcur,
