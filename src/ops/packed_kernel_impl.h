@@ -293,17 +293,19 @@ struct PackedGemm {
     return kc > k ? k : kc;
   }
 
+  // The rows of all blocks and their row tiles (a panel group's tiles).
+  struct RowCount {
+    int rows = 0, tiles = 0;
+  };
+
   // One K block [k0, k0 + kcur) (codes: groups [g0, g1)) of every panel and row.
-  static void block_pass(const GemmArgs& a, int k0, int kcur, int g0, int g1) {
+  static void block_pass(const GemmArgs& a, int k0, int kcur, int g0, int g1, RowCount rc) {
     const auto* w0 = static_cast<const unsigned char*>(a.w);
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
     const bool first = k0 == 0;
     const KPos kp{&a.q, k0, g0, g1, 0};
-    int tiles = 0, m = 0;  // row tiles and rows per panel group
-    for (int b = 0; b < a.n_blocks; ++b) {
-      tiles += (a.blocks[b].m + MR - 1) / MR;
-      m += a.blocks[b].m;
-    }
+    // L2 left for the next group once the K block's activations are in (7/8: some slack).
+    const long l2_free = l2_cache_bytes() / 8 * 7 - long(rc.rows) * kcur * long(sizeof(float));
     NextGroup ng;
     int group = -1;
     for_each_tile<MR>(a, [&](const Block& bl, int r, int nr, int pg, int pe) {
@@ -317,11 +319,9 @@ struct PackedGemm {
         // slower). (Also fetching the next K block's first group after the last group measured
         // no faster: docs/performance.md.)
         const int ne = pe + kPanelGroup < a.p1 ? pe + kPanelGroup : a.p1;
-        const long room = l2_cache_bytes() / 8 * 7 - long(m) * kcur * long(sizeof(float)) -
-                          long(pe - pg) * kcur * KSTRIDE;
-        ng = NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride,
-                             ptrdiff_t(kcur) * KSTRIDE, ne - pe, long(tiles - 1) * (pe - pg) * kcur,
-                             room);
+        const ptrdiff_t seg = ptrdiff_t(kcur) * KSTRIDE;  // a panel's bytes in this K block
+        ng = NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride, seg, ne - pe,
+                             long(rc.tiles - 1) * (pe - pg) * kcur, l2_free - (pe - pg) * seg);
       }
       rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
                   bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp, ng);
@@ -329,20 +329,24 @@ struct PackedGemm {
   }
 
   static void run(const GemmArgs& a) {
-    int total = 0;
-    for (int b = 0; b < a.n_blocks; ++b) total += a.blocks[b].m;
-    if (total <= 0 || a.p1 <= a.p0) return;
-    const int kc = k_block(total, a.k);
+    RowCount rc;
+    for (int b = 0; b < a.n_blocks; ++b) {
+      rc.rows += a.blocks[b].m;
+      rc.tiles += (a.blocks[b].m + MR - 1) / MR;
+    }
+    if (rc.rows <= 0 || a.p1 <= a.p0) return;
+    const int kc = k_block(rc.rows, a.k);
     if constexpr (Q) {
       // Whole groups per K block, as many as fit in kc (at least one).
       const int32_t* gs = a.q.gstart;
       const int G = a.q.n_groups;
       for (int g0 = 0, g1; g0 < G; g0 = g1) {
         for (g1 = g0 + 1; g1 < G && gs[g1 + 1] - gs[g0] <= kc;) ++g1;
-        block_pass(a, gs[g0], gs[g1] - gs[g0], g0, g1);
+        block_pass(a, gs[g0], gs[g1] - gs[g0], g0, g1, rc);
       }
     } else {
-      for (int k0 = 0; k0 < a.k; k0 += kc) block_pass(a, k0, a.k - k0 < kc ? a.k - k0 : kc, 0, 0);
+      for (int k0 = 0; k0 < a.k; k0 += kc)
+        block_pass(a, k0, a.k - k0 < kc ? a.k - k0 : kc, 0, 0, rc);
     }
   }
 };
