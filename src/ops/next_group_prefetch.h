@@ -54,8 +54,11 @@ struct NextGroupPrefetch {
     return g;
   }
 
-  inline __attribute__((always_inline)) void step() {
-    for (credit += lines; credit >= steps; credit -= steps) {
+  inline __attribute__((always_inline)) void step() { advance(1); }
+
+  // n steps at once: the lines that n calls of step() would fetch, in the same order.
+  inline __attribute__((always_inline)) void advance(long n) {
+    for (credit += n * lines; credit >= steps; credit -= steps) {
       if (p >= end || left == 0) {
         if (segs_left == 0 || left == 0) {  // done: idle from now on
           lines = credit = 0;

@@ -61,6 +61,8 @@ struct PackedGemm {
   static constexpr int MR = V::MR;  // rows of a full tile
   // How far ahead in a panel the weights are prefetched into L1 (see outer()).
   static constexpr ptrdiff_t kPrefetchBytes = 2048;
+  // k steps per turn of outer()'s loop, between walks of the next group's prefetch.
+  static constexpr int kStepsPerWalk = 4;
 
   // The next panel group's weights into L2 (ops/next_group_prefetch.h), prefetcht2.
   struct L2Line {
@@ -159,9 +161,16 @@ struct PackedGemm {
                                                           ptrdiff_t ldx, const unsigned char* w,
                                                           ptrdiff_t pstride, int kb, int ke,
                                                           const RI* z, NextGroup& ng) {
-    NextGroup g = ng;  // in registers for the loop
-    for (int kk = kb; kk < ke; ++kk) {
-      g.step();
+    NextGroup g = ng;
+    // The activations of rows 3i, 3i + 1, 3i + 2 at k, from one pointer per three rows: [p],
+    // [p + 4 ldx], [p + 8 ldx] are one addressing mode each, so an 8-row tile keeps 3 pointers and
+    // ldx in integer registers. Written as x + r ldx + k, GCC kept the 7 row offsets apart.
+    constexpr int NB = (R_ + 2) / 3;
+    const float* xr[NB];
+#pragma GCC unroll 8
+    for (int i = 0; i < NB; ++i) xr[i] = x + 3 * i * ldx + kb;
+    // One k: the weights of each panel widened, times each row's broadcast activation.
+    auto k_step = [&](int kk) __attribute__((always_inline)) {
       // The panels' weights 2 KiB ahead, into L1: a 32-row dual-cache product streams every
       // weight once per step from L3 (the embedded and benchmark models do not fit L2), and the
       // hardware prefetchers alone left it at 188-200 GFLOP/s on two cores, 224-240 with this
@@ -182,10 +191,26 @@ struct PackedGemm {
       }
 #pragma GCC unroll 16
       for (int r = 0; r < R_; ++r) {
-        const R a = V::bcast(x + r * ldx + kk);
+        const R a = V::bcast(xr[r / 3] + (r % 3) * ldx);
 #pragma GCC unroll 16
         for (int j = 0; j < 2 * NP; ++j) acc[r][j] = V::fma(a, b[j], acc[r][j]);
       }
+#pragma GCC unroll 8
+      for (int i = 0; i < NB; ++i) ++xr[i];
+    };
+    // Four k per turn of the loop and the next group's prefetch walked once per turn: walked
+    // every k, its state took integer registers the row pointers needed, and GCC moved them in
+    // and out of vector registers every k, port-0 moves beside the FMAs (61-68% of the FMA peak
+    // at 32-256 rows in L2 against 72-93% without; docs/performance.md).
+    int kk = kb;
+    for (; kk + kStepsPerWalk <= ke; kk += kStepsPerWalk) {
+#pragma GCC unroll 4
+      for (int u = 0; u < kStepsPerWalk; ++u) k_step(kk + u);
+      g.advance(kStepsPerWalk);
+    }
+    for (; kk < ke; ++kk) {
+      k_step(kk);
+      g.advance(1);
     }
     ng = g;
   }

@@ -87,6 +87,33 @@ TEST(NextGroupPrefetch, SpreadsTheLinesOverTheSteps) {
   EXPECT_EQ(g_lines.size(), 64u);
 }
 
+TEST(NextGroupPrefetch, AdvancingNStepsFetchesWhatNStepsWould) {
+  // The kernels walk once per four k (outer()): after each advance(n) the lines so far must be
+  // the ones n calls of step() fetch, in order, across segment ends, the byte cap and the end.
+  std::vector<unsigned char> buf(8 * 1024 + 128);
+  const auto* first = reinterpret_cast<const unsigned char*>(
+      ((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63)) + 16);
+  for (const long n : {1L, 3L, 4L, 7L}) {
+    for (const long cap : {1L << 40, 37L * 64}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << " cap " << cap);
+      auto one = NextGroupPrefetch<Record>::over(first, 2048, 1000, 4, 150, cap);
+      auto many = one;
+      std::vector<const unsigned char*> by_step, by_advance;
+      for (long i = 0; i < 160; i += n) {
+        g_lines.clear();
+        for (long j = 0; j < n; ++j) one.step();
+        by_step.insert(by_step.end(), g_lines.begin(), g_lines.end());
+        g_lines.clear();
+        many.advance(n);
+        by_advance.insert(by_advance.end(), g_lines.begin(), g_lines.end());
+        ASSERT_EQ(by_advance, by_step) << "after step " << i + n;
+      }
+      EXPECT_EQ(by_step.size(),
+                size_t(cap < (1L << 40) ? 37 : 4 * 16));  // bytes 16..1015 a segment
+    }
+  }
+}
+
 TEST(NextGroupPrefetch, FetchesNoMoreThanItsByteCapFromTheFirstLine) {
   // 4 segments of 10 lines, 1,024 bytes apart, capped at 25 lines: the first 25 in walk order.
   const Case c{0, 640, 1024, 4, 1000};
