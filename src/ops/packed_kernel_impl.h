@@ -163,8 +163,8 @@ struct PackedGemm {
                                                           const RI* z, NextGroup& ng) {
     NextGroup g = ng;
     // The activations of rows 3i, 3i + 1, 3i + 2 at k, from one pointer per three rows: [p],
-    // [p + 4 ldx], [p + 8 ldx] are one addressing mode each, so an 8-row tile keeps 3 pointers and
-    // ldx in integer registers. Written as x + r ldx + k, GCC kept the 7 row offsets apart.
+    // [p + 4 ldx], [p + 8 ldx] are one addressing mode each, so a 12-row tile keeps 4 pointers
+    // and ldx in integer registers. Written as x + r ldx + k, GCC kept every row offset apart.
     constexpr int NB = (R_ + 2) / 3;
     const float* xr[NB];
 #pragma GCC unroll 8
@@ -378,9 +378,13 @@ struct PackedGemm {
 
 template <class V, WType T, bool RW>
 typename PackedGemm<V, T, RW>::RowsFn PackedGemm<V, T, RW>::rows_fn(int r) {
-  static_assert(V::MR == 6 || V::MR == 8, "row tiles of 6 or 8");
+  static_assert(V::MR == 6 || V::MR == 8 || V::MR == 12, "row tiles of 6, 8 or 12");
   if constexpr (V::MR == 6) {
     static constexpr RowsFn fns[] = {&rows<1>, &rows<2>, &rows<3>, &rows<4>, &rows<5>, &rows<6>};
+    return fns[r - 1];
+  } else if constexpr (V::MR == 12) {
+    static constexpr RowsFn fns[] = {&rows<1>, &rows<2>, &rows<3>, &rows<4>,  &rows<5>,  &rows<6>,
+                                     &rows<7>, &rows<8>, &rows<9>, &rows<10>, &rows<11>, &rows<12>};
     return fns[r - 1];
   } else {
     static constexpr RowsFn fns[] = {&rows<1>, &rows<2>, &rows<3>, &rows<4>,

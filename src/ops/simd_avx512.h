@@ -18,7 +18,7 @@ namespace {
 
 struct Avx512 {
   static constexpr int W = 16;
-  static constexpr int MR = 8;
+  static constexpr int MR = 12;  // rows of a full tile (packed_kernel_avx512.cpp)
   using R = __m512;
   using RI = __m512i;
   static inline __attribute__((always_inline)) R zero() { return _mm512_setzero_ps(); }

@@ -73,8 +73,8 @@ struct Shape {
   int m, n, k;
 };
 
-// Rows 1..17 (every row tail of the 6- and 8-row tiles, several panels at once for 1 and 2 rows),
-// columns around the 16- and 32-column panels, reductions short, odd and past a K block (the
+// Rows 1..17 (every row tail of the 6-, 8- and 12-row tiles, several panels at once for 1 and 2
+// rows), columns around the 16- and 32-column panels, reductions short, odd and past a K block (the
 // block is 49152 / rows values of k, at least 128).
 std::vector<Shape> shapes() {
   std::vector<Shape> s;
