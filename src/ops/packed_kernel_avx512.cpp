@@ -2,8 +2,8 @@
 // in this file; called only where cpu_isa.h says the CPU has them). 16 floats per vector, 32-column
 // panels, 12-row tiles: 24 accumulators, the two widened weight vectors and the broadcasts in the
 // 32 registers, so each weight load and widening feeds 24 FMAs. Against 8-row tiles (16
-// accumulators), alternated: no cache 6-13% faster on the d 1,024 model, the 32-row products
-// the same (docs/performance.md).
+// accumulators), alternated: no cache 9% faster on the d 1,024 model (4-17% a pair of runs), the
+// dual-cache step the same (docs/performance.md).
 // GCC 12 flags the deliberately undefined registers inside avx512fintrin.h's own intrinsics as
 // maybe-uninitialized (GCC bug 105593) once they inline here.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -200,8 +200,8 @@ struct PackedGemm {
     };
     // Four k per turn of the loop and the next group's prefetch walked once per turn: walked
     // every k, its state took integer registers the row pointers needed, and GCC moved them in
-    // and out of vector registers every k, port-0 moves beside the FMAs (61-68% of the FMA peak
-    // at 32-256 rows in L2 against 72-93% without; docs/performance.md).
+    // and out of vector registers every k, port-0 moves beside the FMAs (8-row tiles in L2 at
+    // 32-256 rows: 55-66% of the FMA peak before, 71-92% after; docs/performance.md).
     int kk = kb;
     for (; kk + kStepsPerWalk <= ke; kk += kStepsPerWalk) {
 #pragma GCC unroll 4
