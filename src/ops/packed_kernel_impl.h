@@ -26,7 +26,10 @@
 // between K blocks, exactly) or thread; a code output is its chain of per-group chains, likewise.
 #pragma once
 
-// Only templates whose every instantiation names a type of the including unit (Fetch below).
+// Only templates whose every instantiation names a type of the including unit (Fetch below), and
+// <utility> for std::index_sequence alone (a type: no code).
+#include <utility>
+
 #include "ops/next_group_prefetch.h"
 
 namespace dllmq::kern {
@@ -305,7 +308,15 @@ struct PackedGemm {
 
   using RowsFn = void (*)(const float*, ptrdiff_t, const unsigned char*, ptrdiff_t, int, bool,
                           float*, ptrdiff_t, int, int, int, KPos, NextGroup&);
-  static RowsFn rows_fn(int r);
+  // rows<r> for r in [1, MR], whatever the vector width's MR.
+  template <size_t... I>
+  static RowsFn rows_fn_of(int r, std::index_sequence<I...>) {
+    static constexpr RowsFn fns[] = {&rows<int(I) + 1>...};
+    return fns[r - 1];
+  }
+  static RowsFn rows_fn(int r) {
+    return rows_fn_of(r, std::make_index_sequence<MR>{});
+  }
 
   // Reduction values per K block: the block's activations of every row (rows x kc floats) stay
   // in L2 (3/8 of it, k_block_budget_floats) while the panels stream past them once. A fixed
@@ -375,23 +386,6 @@ struct PackedGemm {
     }
   }
 };
-
-template <class V, WType T, bool RW>
-typename PackedGemm<V, T, RW>::RowsFn PackedGemm<V, T, RW>::rows_fn(int r) {
-  static_assert(V::MR == 6 || V::MR == 8 || V::MR == 12, "row tiles of 6, 8 or 12");
-  if constexpr (V::MR == 6) {
-    static constexpr RowsFn fns[] = {&rows<1>, &rows<2>, &rows<3>, &rows<4>, &rows<5>, &rows<6>};
-    return fns[r - 1];
-  } else if constexpr (V::MR == 12) {
-    static constexpr RowsFn fns[] = {&rows<1>, &rows<2>, &rows<3>, &rows<4>,  &rows<5>,  &rows<6>,
-                                     &rows<7>, &rows<8>, &rows<9>, &rows<10>, &rows<11>, &rows<12>};
-    return fns[r - 1];
-  } else {
-    static constexpr RowsFn fns[] = {&rows<1>, &rows<2>, &rows<3>, &rows<4>,
-                                     &rows<5>, &rows<6>, &rows<7>, &rows<8>};
-    return fns[r - 1];
-  }
-}
 
 template <class V>
 void run_gemm(const GemmArgs& a) {
