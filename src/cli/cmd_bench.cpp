@@ -3,7 +3,7 @@
 // `none` against its FLOP-count ratio (efficiency = speedup / FLOP ratio), and a roofline table
 // per phase (projections, attention, LM head, sampling): wall and CPU seconds, cores busy,
 // achieved GFLOP/s and GB/s against the GEMM backend's and the memory's ceilings measured in the
-// same run.
+// same run, and the efficiency that reading the weights once per forward allows each mode.
 #include <time.h>
 
 #include <cstdio>
@@ -111,6 +111,26 @@ nlohmann::json roofline(const ForwardProfile& pf, double total_wall, double tota
   return rows;
 }
 
+// What reading the weights bounds: a forward streams every projection and the LM head once
+// (from DRAM where they outgrow the cache), so no mode runs faster than its forwards' weight
+// bytes at the measured read rate. The FLOP-count ideal (the baseline's time over the FLOP
+// ratio) assumes the mode's products run as fast as the baseline's; where the weight floor lies
+// above it (few rows per forward: the dual cache's 32), the efficiency the memory allows is
+// ideal / floor, below 100% on any implementation.
+nlohmann::json weight_read_bound(int64_t forwards, double ideal_s, const Peaks& pk) {
+  const double gb = double(forwards) * pk.read_bytes * 1e-9;
+  const double floor_s = pk.read_gbps > 0 ? gb / pk.read_gbps : 0.0;
+  const double bound = floor_s > ideal_s ? ideal_s / floor_s : 1.0;
+  fmt::print(stderr,
+             "    bound: every weight read once per forward, {:.2f} GB at {:.1f} GB/s = {:.3f} s; "
+             "FLOP-count ideal {:.3f} s; efficiency the reads allow {:.0f}%\n",
+             gb, pk.read_gbps, floor_s, ideal_s, 100.0 * bound);
+  return {{"weight_read_gb", gb},
+          {"weight_read_floor_s", floor_s},
+          {"flop_ideal_s", ideal_s},
+          {"efficiency_bound", bound}};
+}
+
 struct BenchArgs {
   std::string model;
   int prompt_length = 256;
@@ -201,6 +221,9 @@ void run_bench(const BenchArgs& a) {
                best.kv_store, best.kv_bytes, best.kv_bits_effective_k(),
                best.kv_bits_effective_v());
     row["phases"] = roofline(best_pf, best.time_s, best_cpu, size_t(cfg.vocab_size), pk);
+    // A MoE forward reads only its rows' experts, so the bytes of every expert are no floor.
+    if (!cfg.moe.enabled())
+      row.update(weight_read_bound(best_pf.forwards, base_time / flop_ratio, pk));
     rows.push_back(row);
   }
   const GemmInfo& gi = gemm_info();
