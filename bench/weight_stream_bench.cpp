@@ -6,6 +6,11 @@
 // read from DRAM once per step and serves M rows: M / 2 FLOPs per f32 byte, M per bf16 byte.
 // Beside each rate: a plain parallel read of the same packed bytes in the same process
 // (measure_read_gbps), and the share of it the product streams at.
+// BM_WeightResident runs the same chain over one weight of [1024, 1024] used 48 times, whose
+// share per thread of two stays in L2: the product's rate with no wait on memory. A kernel whose
+// work hid wholly behind its stream would stream at min(read rate, resident rate); one whose work
+// and stream take turns, at 1 / (1 / read rate + 1 / resident rate). The AMX kernel lies between
+// the two, far below the first at 32 rows (docs/performance.md).
 //   build/bench/weight_stream_bench --benchmark_counters_tabular=true
 // Args: m, weight dtype (0 f32, 1 bf16), compute dtype (0 fp32, 1 bf16).
 #include <benchmark/benchmark.h>
@@ -33,36 +38,37 @@ float next_value(uint64_t& s) {
   return (float(uint32_t(s >> 40)) / float(1u << 24) - 0.5f) * 0.08f;
 }
 
-void BM_WeightStream(benchmark::State& st) {
+// The chain of kWeights products over `distinct` weights of [n, kK] (used in turn), timed.
+void run_chain(benchmark::State& st, int n, int distinct) {
   const int m = int(st.range(0));
   const DType wdt = st.range(1) ? DType::kBF16 : DType::kF32;
   const ComputeDType cdt = st.range(2) ? ComputeDType::kBF16 : ComputeDType::kF32;
-  const size_t per = size_t(kN) * kK;
+  const size_t per = size_t(n) * kK;
   uint64_t seed = 11;
   std::vector<float> wf;
   std::vector<uint16_t> wh;
   if (wdt == DType::kF32) {
-    wf.resize(per * kWeights);
+    wf.resize(per * distinct);
     for (float& v : wf) v = next_value(seed);
   } else {
-    wh.resize(per * kWeights);
+    wh.resize(per * distinct);
     for (uint16_t& v : wh) v = f32_to_bf16(next_value(seed));
   }
-  std::vector<TensorView> views(kWeights);
-  std::vector<Linear> lin(kWeights);
-  for (int i = 0; i < kWeights; ++i) {
+  std::vector<TensorView> views(distinct);
+  std::vector<Linear> lin(distinct);
+  for (int i = 0; i < distinct; ++i) {
     views[i].dtype = wdt;
-    views[i].shape = {kN, kK};
+    views[i].shape = {n, kK};
     views[i].data = wdt == DType::kF32 ? static_cast<const void*>(wf.data() + per * i)
                                        : static_cast<const void*>(wh.data() + per * i);
     views[i].nbytes = per * dtype_size(wdt);
-    lin[i] = Linear{&views[i], nullptr, kN, kK};
+    lin[i] = Linear{&views[i], nullptr, n, kK};
     pack_linear(lin[i], cdt);  // as a loaded model's weights are
   }
-  std::vector<float> x(size_t(m) * kK), y(size_t(m) * kN);
+  std::vector<float> x(size_t(m) * kK), y(size_t(m) * n);
   for (float& v : x) v = next_value(seed);
   for (auto _ : st)
-    for (const Linear& l : lin) linear(x.data(), m, l, y.data(), 0, cdt);
+    for (int i = 0; i < kWeights; ++i) linear(x.data(), m, lin[i % distinct], y.data(), 0, cdt);
   const double bytes = double(per) * dtype_size(wdt) * kWeights;
   const double flops = 2.0 * m * double(per) * kWeights;
   st.counters["GFLOP/s"] =
@@ -79,6 +85,15 @@ void BM_WeightStream(benchmark::State& st) {
               compute_dtype_name(cdt) + ", " + std::to_string(omp_get_max_threads()) + " threads");
 }
 
+void BM_WeightStream(benchmark::State& st) {
+  run_chain(st, kN, kWeights);
+}
+
+// [1024, 1024]: 4 MiB in f32, 2 MiB in bf16, half of it per thread of two (L2: 2 MiB a core).
+void BM_WeightResident(benchmark::State& st) {
+  run_chain(st, 1024, 1);
+}
+
 void Shapes(benchmark::internal::Benchmark* b) {
   // f32 weights in fp32, bf16 weights in fp32 and in bf16 (f32 weights in bf16 compute are
   // rounded to bf16 at packing where AMX runs, so they stream what bf16 weights do).
@@ -86,6 +101,11 @@ void Shapes(benchmark::internal::Benchmark* b) {
     for (auto [w, c] : {std::pair{0, 0}, {1, 0}, {1, 1}}) b->Args({m, w, c});
 }
 BENCHMARK(BM_WeightStream)
+    ->Apply(Shapes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
+BENCHMARK(BM_WeightResident)
     ->Apply(Shapes)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
