@@ -4,7 +4,7 @@ report's own raw fields and from the checkpoint's safetensors header, read indep
 
   - efficiency = speedup / FLOP ratio, and the FLOP-count ideal = the baseline's time / FLOP ratio;
   - the bytes the read probe streams are the projections' and LM head's weights: summed here from
-    the header's shapes and dtypes (every dimension of the embedded model is a multiple of the
+    the header's data offsets (every dimension of the embedded model is a multiple of the
     packed panels, so packing adds no padding);
   - the weight-read floor = forwards x those bytes / the measured read rate, and the efficiency it
     allows = min(1, ideal / floor), in (0, 1];
@@ -14,10 +14,8 @@ Usage: test_bench_report.py --dllmq BIN --workdir DIR   (last line: 'N passed, N
 """
 import argparse
 import json
-import math
 import os
 import re
-import struct
 import subprocess
 import sys
 
@@ -25,23 +23,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from results import Results, run_all  # noqa: E402
+from safetensors_np import read_header  # noqa: E402
 
 MODEL = os.path.join(ROOT, "models", "dllmq-synth-tiny")
-DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2}
 # LLaDA's per-layer projections and the untied LM head (reference doc §1.2 names)
 READ = re.compile(r"model\.transformer\.(blocks\.\d+\.(q_proj|k_proj|v_proj|attn_out|ff_proj|up_proj|ff_out)"
                   r"|ff_out)\.weight$")
 
 
 def header_weight_bytes(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-    total = 0
-    for name, t in header.items():
-        if name != "__metadata__" and READ.match(name):
-            total += DTYPE_BYTES[t["dtype"]] * math.prod(t["shape"])
-    return total
+    _, header = read_header(path)
+    return sum(t["data_offsets"][1] - t["data_offsets"][0] for name, t in header.items()
+               if name != "__metadata__" and READ.match(name))
 
 
 def bench(dllmq, model, modes):
