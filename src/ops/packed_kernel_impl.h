@@ -64,8 +64,10 @@ struct PackedGemm {
   static constexpr int MR = V::MR;  // rows of a full tile
   // How far ahead in a panel the weights are prefetched into L1 (see outer()).
   static constexpr ptrdiff_t kPrefetchBytes = 2048;
-  // k steps per turn of outer()'s loop, between walks of the next group's prefetch.
-  static constexpr int kStepsPerWalk = 4;
+  // k steps per turn of outer()'s loop, between walks of the next group's prefetch, and whether
+  // a turn's steps are peeled by hand (V's choice, each measured on its own machine: outer()).
+  static constexpr int kStepsPerWalk = V::kStepsPerWalk;
+  static constexpr bool kPeelTurns = V::kPeelTurns;
 
   // The next panel group's weights into L2 (ops/next_group_prefetch.h), prefetcht2.
   struct L2Line {
@@ -201,19 +203,36 @@ struct PackedGemm {
 #pragma GCC unroll 8
       for (int i = 0; i < NB; ++i) ++xr[i];
     };
-    // Four k per turn of the loop and the next group's prefetch walked once per turn: walked
-    // every k, its state took integer registers the row pointers needed, and GCC moved them in
-    // and out of vector registers every k, port-0 moves beside the FMAs (8-row tiles in L2 at
-    // 32-256 rows: 55-66% of the FMA peak before, 71-92% after; docs/performance.md).
-    int kk = kb;
-    for (; kk + kStepsPerWalk <= ke; kk += kStepsPerWalk) {
+    // The next group's prefetch is walked once per turn of kStepsPerWalk k steps, not every k:
+    // walked every k, its state took integer registers the row pointers needed, and GCC moved
+    // them in and out of vector registers every k, port-0 moves beside the FMAs (AVX-512 8-row
+    // tiles in L2 at 32-256 rows: 55-66% of the FMA peak before, 71-92% after;
+    // docs/performance.md).
+    if constexpr (kPeelTurns) {
+      // AVX-512 (measured on the Xeon): four k a turn, peeled by hand.
+      int kk = kb;
+      for (; kk + kStepsPerWalk <= ke; kk += kStepsPerWalk) {
 #pragma GCC unroll 4
-      for (int u = 0; u < kStepsPerWalk; ++u) k_step(kk + u);
-      g.advance(kStepsPerWalk);
-    }
-    for (; kk < ke; ++kk) {
-      k_step(kk);
-      g.advance(1);
+        for (int u = 0; u < kStepsPerWalk; ++u) k_step(kk + u);
+        g.advance(kStepsPerWalk);
+      }
+      for (; kk < ke; ++kk) {
+        k_step(kk);
+        g.advance(1);
+      }
+    } else {
+      // AVX2 (measured on Zen 4): a turn's steps are a loop GCC unrolls itself. With the four
+      // steps peeled by hand, its register allocator kept the 15 live vectors (12 accumulators,
+      // two weights, a broadcast) in rotating registers, with a move every few FMAs and an
+      // accumulator spilled every turn: 6-row tiles with their weights in L2 ran at 76-80% of the
+      // FMA peak where a plain loop ran at 94-97%; this form runs at 86-90% (docs/performance.md).
+      for (int kk = kb; kk < ke;) {
+        const int e = ke - kk < kStepsPerWalk ? ke : kk + kStepsPerWalk;
+        const int n = e - kk;
+#pragma GCC unroll 4
+        for (; kk < e; ++kk) k_step(kk);
+        g.advance(n);
+      }
     }
     ng = g;
   }

@@ -16,6 +16,9 @@ template <int L, int kRows>
 struct Scalar {
   static constexpr int W = L;
   static constexpr int MR = kRows;
+  // The k loop of ops/packed_kernel_impl.h (either form gives the same bits; speed not tuned).
+  static constexpr int kStepsPerWalk = 4;
+  static constexpr bool kPeelTurns = true;
   struct R {
     float v[L];
   };
