@@ -226,11 +226,14 @@ struct PackedGemm {
       // two weights, a broadcast) in rotating registers, with a move every few FMAs and an
       // accumulator spilled every turn: 6-row tiles with their weights in L2 ran at 76-80% of the
       // FMA peak where a plain loop ran at 94-97%; this form runs at 86-90% (docs/performance.md).
+      // w itself advances one k a step (so each step is k_step(0)): with the address computed
+      // from kk, GCC rebuilt it every k from values it kept on the stack.
+      w += ptrdiff_t(kb) * KSTRIDE;
       for (int kk = kb; kk < ke;) {
         const int e = ke - kk < kStepsPerWalk ? ke : kk + kStepsPerWalk;
         const int n = e - kk;
 #pragma GCC unroll 4
-        for (; kk < e; ++kk) k_step(kk);
+        for (; kk < e; ++kk, w += KSTRIDE) k_step(0);
         g.advance(n);
       }
     }
