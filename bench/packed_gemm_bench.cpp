@@ -13,7 +13,10 @@
 // Our AMX kernel (ops/amx_gemm.h) as a share of the core's AMX bf16 peak (measure_amx_peak_gflops).
 // Args: isa (1 avx2, 2 avx512; 0 = oneDNN f32; 3 = AVX512-BF16 dot kernel, 4 = oneDNN bf16
 // matmul, 5 = AMX kernel), m, k, weight dtype (0 f32, 1 bf16).
+// BM_Avx2InL2: the AVX2 kernel with its weights in L2 (one panel group, one K block), beside a
+// plain 6 x 16 loop over the same shape (see there).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <map>
@@ -125,6 +128,83 @@ void Shapes(benchmark::internal::Benchmark* b) {
     }
 }
 BENCHMARK(BM_PackedGemm)->Apply(Shapes)->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+
+// A plain 6 x 16 f32 tile written out with intrinsics: one K-major panel (16 floats a k), six rows
+// of x; no prefetch, no tails, nothing between the k steps. The reference for what the AVX2
+// kernel's tile (ops/packed_kernel_impl.h) could reach on this core with its operands in cache.
+__attribute__((target("avx2,fma"), noinline)) void plain_tile_6x16(const float* x, ptrdiff_t ldx,
+                                                                   const float* w, int kc, float* y,
+                                                                   ptrdiff_t ldy) {
+  __m256 c[6][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) {
+    c[r][0] = _mm256_loadu_ps(y + r * ldy);
+    c[r][1] = _mm256_loadu_ps(y + r * ldy + 8);
+  }
+  const float* x0 = x;
+  const float* x3 = x + 3 * ldx;
+#pragma GCC unroll 4
+  for (int k = 0; k < kc; ++k, w += 16, ++x0, ++x3) {
+    const __m256 b0 = _mm256_loadu_ps(w), b1 = _mm256_loadu_ps(w + 8);
+    const float* row[6] = {x0, x0 + ldx, x0 + 2 * ldx, x3, x3 + ldx, x3 + 2 * ldx};
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; ++r) {
+      const __m256 a = _mm256_broadcast_ss(row[r]);
+      c[r][0] = _mm256_fmadd_ps(a, b0, c[r][0]);
+      c[r][1] = _mm256_fmadd_ps(a, b1, c[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) {
+    _mm256_storeu_ps(y + r * ldy, c[r][0]);
+    _mm256_storeu_ps(y + r * ldy + 8, c[r][1]);
+  }
+}
+
+// f32 weights [64, 384] (4 panels of 16 columns: one panel group, 96 KiB) and m rows: with 384
+// values of k the kernel runs one K block, every operand in L2. Args: m (a multiple of 6), which
+// (0 the packed AVX2 kernel, 1 the plain loop over the same tiles in the same order: each row
+// tile through the four panels).
+void BM_Avx2InL2(benchmark::State& st) {
+  const int m = int(st.range(0)), which = int(st.range(1));
+  constexpr int kCols = 64, kDepth = 384, kPanels = kCols / 16;
+  if (!isa_available(Isa::kAvx2)) {
+    st.SkipWithError("instruction set not on this CPU");
+    return;
+  }
+  std::mt19937 g(5);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> x(size_t(m) * kDepth), y(size_t(m) * kCols), w(size_t(kCols) * kDepth);
+  for (float& v : x) v = nd(g);
+  for (float& v : w) v = nd(g);
+  if (which == 0) {
+    const auto pw = pack_weight(w.data(), DType::kF32, kCols, kDepth, Isa::kAvx2, false);
+    const kern::Block b{x.data(), kDepth, m, y.data(), kCols};
+    for (auto _ : st) packed_gemm(*pw, {&b, 1}, 0, pw->panels(), false);
+    st.SetLabel("packed avx2 f32, weights in L2");
+  } else {
+    std::vector<float> panels(w.size());  // [panel][k][16]
+    for (int c = 0; c < kCols; ++c)
+      for (int k = 0; k < kDepth; ++k)
+        panels[(size_t(c / 16) * kDepth + k) * 16 + c % 16] = w[size_t(c) * kDepth + k];
+    for (auto _ : st)
+      for (int r = 0; r + 6 <= m; r += 6)
+        for (int p = 0; p < kPanels; ++p)
+          plain_tile_6x16(x.data() + size_t(r) * kDepth, kDepth,
+                          panels.data() + size_t(p) * kDepth * 16, kDepth,
+                          y.data() + size_t(r) * kCols + p * 16, kCols);
+    st.SetLabel("plain 6x16 intrinsics loop, same tiles");
+  }
+  const double flops = 2.0 * m * kCols * kDepth;
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["pct_peak"] = benchmark::Counter(flops * 1e-9 * 100.0 / peak(Isa::kAvx2),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Avx2InL2)
+    ->ArgsProduct({{6, 48, 252}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.2);
 
 }  // namespace
 
