@@ -224,8 +224,9 @@ struct PackedGemm {
       // AVX2 (measured on Zen 4): a turn's steps are a loop GCC unrolls itself. With the four
       // steps peeled by hand, its register allocator kept the 15 live vectors (12 accumulators,
       // two weights, a broadcast) in rotating registers, with a move every few FMAs and an
-      // accumulator spilled every turn: 6-row tiles with their weights in L2 ran at 76-80% of the
-      // FMA peak where a plain loop ran at 94-97%; this form runs at 86-90% (docs/performance.md).
+      // accumulator spilled every turn. Tiles of 6 to 252 rows with their weights in L2 ran at
+      // 71-86% of the FMA peak, where a plain 6 x 16 loop runs at 92-98%; this form at 77-94%
+      // (packed_gemm_bench's BM_Avx2InL2 on Zen 4; docs/performance.md).
       // w itself advances one k a step (so each step is k_step(0)): with the address computed
       // from kk, GCC rebuilt it every k from values it kept on the stack.
       w += ptrdiff_t(kb) * KSTRIDE;
