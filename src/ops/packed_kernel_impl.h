@@ -209,7 +209,7 @@ struct PackedGemm {
     // tiles in L2 at 32-256 rows: 55-66% of the FMA peak before, 71-92% after;
     // docs/performance.md).
     if constexpr (kPeelTurns) {
-      // AVX-512 (measured on the Xeon): four k a turn, peeled by hand.
+      // AVX-512 (the form measured on the Xeon) and the scalar twins: four k a turn, peeled.
       int kk = kb;
       for (; kk + kStepsPerWalk <= ke; kk += kStepsPerWalk) {
 #pragma GCC unroll 4
