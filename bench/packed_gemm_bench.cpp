@@ -52,6 +52,20 @@ double dot_peak() {
 
 constexpr int kN = 1024;
 
+// x [m, k] and w [n, k] of small normal values from `seed`; y [m, n] of zeros.
+struct Operands {
+  std::vector<float> x, y, w;
+};
+Operands random_operands(int m, int n, int k, unsigned seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  Operands o{std::vector<float>(size_t(m) * k), std::vector<float>(size_t(m) * n),
+             std::vector<float>(size_t(n) * k)};
+  for (float& v : o.x) v = nd(g);
+  for (float& v : o.w) v = nd(g);
+  return o;
+}
+
 void BM_PackedGemm(benchmark::State& st) {
   const int which = int(st.range(0)), m = int(st.range(1)), k = int(st.range(2));
   const DType dt = st.range(3) ? DType::kBF16 : DType::kF32;
@@ -62,11 +76,7 @@ void BM_PackedGemm(benchmark::State& st) {
     st.SkipWithError("instruction set not on this CPU");
     return;
   }
-  std::mt19937 g(3);
-  std::normal_distribution<float> nd(0.0f, 0.05f);
-  std::vector<float> x(size_t(m) * k), y(size_t(m) * kN), wf(size_t(kN) * k);
-  for (float& v : x) v = nd(g);
-  for (float& v : wf) v = nd(g);
+  auto [x, y, wf] = random_operands(m, kN, k, 3);
   std::vector<uint16_t> wb(wf.size());
   for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
   if (which == 5) {
@@ -172,11 +182,7 @@ void BM_Avx2InL2(benchmark::State& st) {
     st.SkipWithError("instruction set not on this CPU");
     return;
   }
-  std::mt19937 g(5);
-  std::normal_distribution<float> nd(0.0f, 0.05f);
-  std::vector<float> x(size_t(m) * kDepth), y(size_t(m) * kCols), w(size_t(kCols) * kDepth);
-  for (float& v : x) v = nd(g);
-  for (float& v : w) v = nd(g);
+  auto [x, y, w] = random_operands(m, kCols, kDepth, 5);
   if (which == 0) {
     const auto pw = pack_weight(w.data(), DType::kF32, kCols, kDepth, Isa::kAvx2, false);
     const kern::Block b{x.data(), kDepth, m, y.data(), kCols};
