@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <vector>
@@ -183,22 +184,32 @@ void BM_Avx2InL2(benchmark::State& st) {
     return;
   }
   auto [x, y, w] = random_operands(m, kCols, kDepth, 5);
+  // AVX2 f32 panels: [panel][k][16 columns in order], back to back (ops/packed_gemm.h); the plain
+  // loop reads the same packed bytes.
+  const auto pw = pack_weight(w.data(), DType::kF32, kCols, kDepth, Isa::kAvx2, false);
   if (which == 0) {
-    const auto pw = pack_weight(w.data(), DType::kF32, kCols, kDepth, Isa::kAvx2, false);
     const kern::Block b{x.data(), kDepth, m, y.data(), kCols};
     for (auto _ : st) packed_gemm(*pw, {&b, 1}, 0, pw->panels(), false);
     st.SetLabel("packed avx2 f32, weights in L2");
   } else {
-    std::vector<float> panels(w.size());  // [panel][k][16]
-    for (int c = 0; c < kCols; ++c)
-      for (int k = 0; k < kDepth; ++k)
-        panels[(size_t(c / 16) * kDepth + k) * 16 + c % 16] = w[size_t(c) * kDepth + k];
-    for (auto _ : st)
+    const float* panels = static_cast<const float*>(pw->data());
+    auto plain = [&](float* out) {
       for (int r = 0; r + 6 <= m; r += 6)
         for (int p = 0; p < kPanels; ++p)
-          plain_tile_6x16(x.data() + size_t(r) * kDepth, kDepth,
-                          panels.data() + size_t(p) * kDepth * 16, kDepth,
-                          y.data() + size_t(r) * kCols + p * 16, kCols);
+          plain_tile_6x16(x.data() + size_t(r) * kDepth, kDepth, panels + size_t(p) * kDepth * 16,
+                          kDepth, out + size_t(r) * kCols + p * 16, kCols);
+    };
+    // Once from zeros, it must give the packed kernel's bits (one FMA chain per output in
+    // ascending k): proof that it reads the panels as the kernel does.
+    std::vector<float> want(y.size());
+    const kern::Block b{x.data(), kDepth, m, want.data(), kCols};
+    packed_gemm(*pw, {&b, 1}, 0, pw->panels(), false);
+    plain(y.data());
+    if (std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) != 0) {
+      st.SkipWithError("the plain loop's bits differ from the packed kernel's");
+      return;
+    }
+    for (auto _ : st) plain(y.data());
     st.SetLabel("plain 6x16 intrinsics loop, same tiles");
   }
   const double flops = 2.0 * m * kCols * kDepth;
