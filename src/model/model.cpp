@@ -10,6 +10,7 @@
 
 #include "io/generation_config.h"
 #include "model/moe.h"
+#include "model/output_rows.h"
 #include "model/projections.h"
 #include "model/stacked_gemm.h"
 #include "ops/attention.h"
@@ -128,6 +129,12 @@ void Model::grow(int n) {
   up_.resize(n * size_t(cfg_.mlp_hidden));
 }
 
+void Model::grow_output_rows(int n) {
+  if (xs_.size() >= size_t(n) * cfg_.d_model) return;
+  xs_.resize(size_t(n) * cfg_.d_model);
+  atts_.resize(size_t(n) * cfg_.n_heads * cfg_.head_dim);
+}
+
 void Model::forward(const ForwardArgs& a, float* logits) {
   const CanvasForward one{&a, logits};
   forward_batch({&one, 1});
@@ -182,6 +189,22 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
       for (size_t c = 0; c < nc; ++c)
         blocks_[c] = {x + size_t(row0[c]) * ldx, rows_[c], y + size_t(row0[c]) * ldy};
     }
+    return std::span<const LinearRows>(blocks_);
+  };
+  // After the last layer's attention, the output projection, residual and MLP run on the output
+  // rows alone where they are fewer than the rows (model/output_rows.h), in compact buffers, a
+  // GEMM block per canvas: each canvas's product has the shape of its batch-1 forward's.
+  const OutputRows out = select_output_rows(canvases, row0);
+  int all_rows = 0;
+  for (int r : rows_) all_rows += r;
+  const bool narrow_last = out.total() < all_rows;
+  if (narrow_last) grow_output_rows(out.total());
+  auto out_blocks = [&](const float* x, int ldx, float* y, int ldy) {
+    blocks_.clear();
+    for (size_t c = 0; c < nc; ++c)
+      if (out.count[c] > 0)
+        blocks_.push_back(
+            {x + size_t(out.row0[c]) * ldx, out.count[c], y + size_t(out.row0[c]) * ldy});
     return std::span<const LinearRows>(blocks_);
   };
 
@@ -271,30 +294,52 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     }
     clock.charge(pf.other);
 
-    linear_grouped(blocks(att_.data(), qd, h_.data(), d), L.o, d, dt);
+    // The rest of the layer is row by row: every row, or in the last layer the output rows
+    // (compact: xs_, atts_; then scattered back for the LM head).
+    const bool narrow = narrow_last && l == cfg_.n_layers - 1;
+    const int nr = narrow ? out.total() : n;
+    auto rows_blocks = [&](const float* x, int ldx, float* y, int ldy) {
+      return narrow ? out_blocks(x, ldx, y, ldy) : blocks(x, ldx, y, ldy);
+    };
+    float* xr = x_.data();
+    const float* att = att_.data();
+    if (narrow) {
+      gather_rows(x_.data(), d, out.src, xs_.data());
+      gather_rows(att_.data(), qd, out.src, atts_.data());
+      xr = xs_.data();
+      att = atts_.data();
+      clock.charge(pf.other);
+    }
+    linear_grouped(rows_blocks(att, qd, h_.data(), d), L.o, d, dt);
     clock.charge(pf.proj);
-    add_in_place(x_.data(), h_.data(), size_t(n) * d);
+    add_in_place(xr, h_.data(), size_t(nr) * d);
 
-    rmsnorm(x_.data(), n, d, L.ffn_norm.data(), cfg_.rms_eps, h_.data());
+    rmsnorm(xr, nr, d, L.ffn_norm.data(), cfg_.rms_eps, h_.data());
     clock.charge(pf.other);
     if (L.moe) {
       // Routed experts (model/moe.h): products per (expert, canvas), so exact per canvas.
       canvas_rows_.resize(nc);
-      for (size_t c = 0; c < nc; ++c) canvas_rows_[c] = {row0[c], rows_[c]};
+      for (size_t c = 0; c < nc; ++c)
+        canvas_rows_[c] =
+            narrow ? CanvasRows{out.row0[c], out.count[c]} : CanvasRows{row0[c], rows_[c]};
       const float* y = moe_.forward(*L.moe, h_.data(), d, canvas_rows_, dt);
       clock.charge(pf.proj);
       for (const CanvasRows& c : canvas_rows_)
-        add_in_place(x_.data() + size_t(c.row0) * d, y + size_t(c.row0) * d, size_t(c.n) * d);
-      continue;
+        add_in_place(xr + size_t(c.row0) * d, y + size_t(c.row0) * d, size_t(c.n) * d);
+    } else {
+      linear_grouped(rows_blocks(h_.data(), d, gate_.data(), mlp), L.gate, mlp, dt);  // [nr, mlp]
+      linear_grouped(rows_blocks(h_.data(), d, up_.data(), mlp), L.up, mlp, dt);      // [nr, mlp]
+      clock.charge(pf.proj);
+      silu_mul(gate_.data(), up_.data(), size_t(nr) * mlp);
+      clock.charge(pf.other);
+      linear_grouped(rows_blocks(gate_.data(), mlp, h_.data(), d), L.down, d, dt);  // [nr, d]
+      clock.charge(pf.proj);
+      add_in_place(xr, h_.data(), size_t(nr) * d);
     }
-    linear_grouped(blocks(h_.data(), d, gate_.data(), mlp), L.gate, mlp, dt);  // [n, mlp]
-    linear_grouped(blocks(h_.data(), d, up_.data(), mlp), L.up, mlp, dt);      // [n, mlp]
-    clock.charge(pf.proj);
-    silu_mul(gate_.data(), up_.data(), size_t(n) * mlp);
-    clock.charge(pf.other);
-    linear_grouped(blocks(gate_.data(), mlp, h_.data(), d), L.down, d, dt);  // [n, d]
-    clock.charge(pf.proj);
-    add_in_place(x_.data(), h_.data(), size_t(n) * d);
+    if (narrow) {
+      scatter_rows(xs_.data(), d, out.src, x_.data());  // the rows the LM head reads
+      clock.charge(pf.other);
+    }
   }
 
   // Final norm and LM head on the rows that need logits, each canvas's into its own output. A
@@ -318,10 +363,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
       blocks_.push_back({h, nl, canvases[c].logits});
     } else {
       for (int i = 0; i < nl; ++i) {
-        const int r = a.logit_rows[i];
-        if (r < 0 || r >= a.logits.size() || (i > 0 && r <= a.logit_rows[i - 1]))
-          fail("forward: logit_rows must ascend inside [0, {}) (row {} is {})", a.logits.size(), i,
-               r);
+        const int r = a.logit_rows[i];  // checked by select_output_rows
         rmsnorm(x_.data() + size_t(r0 + r) * d, 1, d, w_.final_norm.data(), cfg_.rms_eps,
                 h + size_t(i) * d);
       }
@@ -382,7 +424,8 @@ void Model::account(const ForwardArgs& a) {
   ForwardProfile& pf = profile_;
   int n_keys = n;
   for (const PosRange& r : a.cached) n_keys += r.size();
-  flops_done_ += forward_flops(n, n_keys, a.n_logit_rows());
+  const int n_out = output_row_count(a);
+  flops_done_ += forward_flops(n, n_keys, a.n_logit_rows(), n_out);
   const double qd = double(cfg_.n_heads) * cfg_.head_dim;
   double cached_kv_bytes = 0.0;
   if (a.store != nullptr)
@@ -390,23 +433,25 @@ void Model::account(const ForwardArgs& a) {
       cached_kv_bytes += double(r.size()) * kvd * (a.store->bits_k() + a.store->bits_v()) / 8.0;
   ++pf.forwards;
   for (const LayerWeights& L : w_.layers) {
+    // Rows after attention: the output rows in the last layer (model/output_rows.h).
+    const double nr = &L == &w_.layers.back() ? n_out : n;
     pf.proj.bytes += weight_bytes(L.q) + weight_bytes(L.k) + weight_bytes(L.v) + weight_bytes(L.o) +
                      weight_bytes(L.gate) + weight_bytes(L.up) + weight_bytes(L.down);
     if (L.moe) {
       // At most n * top_k experts are read (all of them once the rows cover every expert).
       const MoeFfn& f = *L.moe;
-      const double touched = std::min<double>(f.n_experts(), double(n) * f.top_k);
+      const double touched = std::min<double>(f.n_experts(), nr * f.top_k);
       const SwiGlu& e0 = f.experts[0];
       pf.proj.bytes +=
           weight_bytes(f.router) +
           touched * (weight_bytes(e0.gate) + weight_bytes(e0.up) + weight_bytes(e0.down));
       for (const SwiGlu& s : f.shared)
         pf.proj.bytes += weight_bytes(s.gate) + weight_bytes(s.up) + weight_bytes(s.down);
-      pf.proj.flops += 2.0 * n * d * f.n_experts();
+      pf.proj.flops += 2.0 * nr * d * f.n_experts();
     }
     const double mlp = ffn_width(L);
-    pf.proj.bytes += 4.0 * n * (d + qd + 2 * kvd + qd + d + d + 2 * mlp + mlp + d);
-    pf.proj.flops += 2.0 * n * (d * qd + 2 * d * kvd + qd * d + 3 * d * mlp);
+    pf.proj.bytes += 4.0 * n * (d + qd + 2 * kvd) + 4.0 * nr * (qd + d + d + 2 * mlp + mlp + d);
+    pf.proj.flops += 2.0 * n * (d * qd + 2 * d * kvd) + 2.0 * nr * (qd * d + 3 * d * mlp);
     pf.attn.flops += 4.0 * n * n_keys * qd;
     pf.attn.bytes += 4.0 * n * 2 * qd + 4.0 * n * 2 * kvd + cached_kv_bytes;
   }
@@ -433,15 +478,18 @@ BatchGemm Model::batch_gemm() {
 double Model::forward_flops(const ForwardArgs& a) const {
   int n_keys = static_cast<int>(a.ids.size());
   for (const PosRange& r : a.cached) n_keys += r.size();
-  return forward_flops(static_cast<int>(a.ids.size()), n_keys, a.n_logit_rows());
+  return forward_flops(static_cast<int>(a.ids.size()), n_keys, a.n_logit_rows(),
+                       output_row_count(a));
 }
 
-double Model::forward_flops(int n, int n_keys, int n_logits) const {
+double Model::forward_flops(int n, int n_keys, int n_logits, int n_out) const {
   const double d = cfg_.d_model, qd = double(cfg_.n_heads) * cfg_.head_dim, kvd = cfg_.kv_dim();
   const double attn = 2.0 * 2.0 * double(n) * n_keys * qd;
   double total = 2.0 * n_logits * d * cfg_.vocab_size;
-  for (const LayerWeights& L : w_.layers)
-    total += n * 2.0 * (d * qd + 2 * d * kvd + qd * d + 3 * d * ffn_width(L)) + attn;
+  for (const LayerWeights& L : w_.layers) {
+    const double nr = &L == &w_.layers.back() && n_out >= 0 ? n_out : n;
+    total += n * 2.0 * (d * qd + 2 * d * kvd) + nr * 2.0 * (qd * d + 3 * d * ffn_width(L)) + attn;
+  }
   return total;
 }
 

@@ -48,6 +48,9 @@ struct ForwardArgs {
   // into its own row of the output, and the output's other rows are left as they were. The LM
   // head is one product per row, so each computed row has the bits it has when every row is
   // computed (on the packed and AMX kernels). Empty: every row of `logits`.
+  // The last layer's output projection and MLP run on these rows (or `logits`' rows) alone, and
+  // the other rows' final hidden states are never computed (model/output_rows.h); every row when
+  // the forward asks for no logits or an observer watches.
   std::vector<int> logit_rows;
   PosRange active;  // the decoder's active block (a label for observers; may be empty)
   LayerObserver* observer = nullptr;
@@ -185,13 +188,16 @@ class Model {
   double forward_flops(const ForwardArgs& args) const;
   // Model FLOPs of one forward over `n` fresh rows attending to `n_keys` keys with `n_logits`
   // LM-head rows (2 per multiply-add), for benchmark reports.
-  double forward_flops(int n, int n_keys, int n_logits) const;
+  // `n_out`: the rows the last layer runs its output projection and MLP on
+  // (model/output_rows.h); every row when negative.
+  double forward_flops(int n, int n_keys, int n_logits, int n_out = -1) const;
   // Model FLOPs of every forward run so far (benchmarks read differences of it).
   double flops_done() const { return flops_done_; }
 
  private:
   Model() = default;
   void grow(int n);
+  void grow_output_rows(int n);        // xs_, atts_
   void pack_weights();                 // at load: every projection packed, its mapped pages dropped
   void account(const ForwardArgs& a);  // FLOPs and profile work of one canvas's forward
   // One canvas's attention at `layer`: q [n, n_heads*hd] post-RoPE, k/v its fresh rows, the
@@ -214,6 +220,7 @@ class Model {
   ForwardProfile profile_;
   int cap_ = 0;
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
+  std::vector<float> xs_, atts_;    // the last layer's output rows (model/output_rows.h)
   std::vector<float> head_rows_;    // LM head output of canvases with logit_rows, before scatter
   std::vector<int> rows_;           // batched forward: rows of each canvas
   std::vector<LinearRows> blocks_;  // batched forward: the GEMM blocks of a projection

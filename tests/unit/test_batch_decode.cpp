@@ -335,6 +335,74 @@ TEST(ForwardBatch, LogitRowsKeepTheirBitsAndLeaveTheOtherRows) {
   m.set_compute_dtype(before);
 }
 
+// The last layer's output projection and MLP on the output rows alone (model/output_rows.h):
+// a forward that asks for some rows' logits gives them the bits of one whose every row goes
+// through the last layer (logits for all rows), alone and batched beside another canvas, with
+// logits ranges and named rows; and the FLOP count drops by the rows it skips.
+TEST(ForwardBatch, LastLayerOnOutputRowsKeepsTheirBits) {
+  Model& m = model();
+  const int V = m.config().vocab_size, n = 48;
+  const std::vector<int32_t> a = random_prompt(n, 11), c = random_prompt(24, 12);
+  m.reserve_positions(64);
+  const ComputeDType before = m.compute_dtype();
+  for (ComputeDType dt : {ComputeDType::kF32, ComputeDType::kBF16}) {
+    m.set_compute_dtype(dt);
+    if (dt == ComputeDType::kBF16 && gemm_info().bf16_native) continue;
+    ForwardArgs every;  // every row through the last layer
+    every.ids = a;
+    every.logits = {0, n};
+    std::vector<float> ref(size_t(n) * V);
+    m.forward(every, ref.data());
+    ForwardArgs other;  // a canvas beside it in the batch, a few rows
+    other.ids = c;
+    other.logits = {4, 12};
+    std::vector<float> ref_other(size_t(other.logits.size()) * V);
+    m.forward(other, ref_other.data());
+    struct Case {
+      PosRange logits;
+      std::vector<int> rows;
+    };
+    for (const Case& k : std::vector<Case>{{{16, 48}, {}},
+                                           {{16, 48}, {0, 5, 31}},
+                                           {{0, 1}, {}},
+                                           {{47, 48}, {}},
+                                           {{8, 40}, {3, 4, 5, 6, 30}}}) {
+      ForwardArgs sub;
+      sub.ids = a;
+      sub.logits = k.logits;
+      sub.logit_rows = k.rows;
+      EXPECT_LT(m.forward_flops(sub), m.forward_flops(every));
+      for (bool batched : {false, true}) {
+        std::vector<float> got(size_t(k.logits.size()) * V, 12345.0f);
+        std::vector<float> got_other(size_t(other.logits.size()) * V);
+        if (batched) {
+          const CanvasForward batch[] = {{&other, got_other.data()}, {&sub, got.data()}};
+          m.forward_batch(batch);
+        } else {
+          m.forward(sub, got.data());
+        }
+        for (int i = 0; i < k.logits.size(); ++i) {
+          if (!k.rows.empty() && std::find(k.rows.begin(), k.rows.end(), i) == k.rows.end())
+            continue;
+          const int r = k.logits.begin + i;
+          EXPECT_EQ(
+              0, std::memcmp(got.data() + size_t(i) * V, ref.data() + size_t(r) * V, size_t(V) * 4))
+              << "row " << r << (batched ? " batched" : "") << " dtype " << int(dt);
+        }
+        if (batched) {
+          EXPECT_EQ(0, std::memcmp(got_other.data(), ref_other.data(), ref_other.size() * 4));
+        }
+      }
+    }
+  }
+  // The FLOP count: the last layer's output projection and MLP on 1 of 48 rows.
+  const ModelConfig& cfg = m.config();
+  const double d = cfg.d_model, qd = double(cfg.n_heads) * cfg.head_dim;
+  const double per_row = 2.0 * (qd * d + 3.0 * d * m.weights().layers.back().gate.out);
+  EXPECT_DOUBLE_EQ(m.forward_flops(n, n, 1, 1), m.forward_flops(n, n, 1) - 47 * per_row);
+  m.set_compute_dtype(before);
+}
+
 // A spread of settings; job i of a batch takes settings[(i + shift) % size].
 GenerateOptions setting(int k) {
   GenerateOptions o;

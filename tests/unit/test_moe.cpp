@@ -300,6 +300,38 @@ TEST(MoeModel, ForwardBatchGivesEveryCanvasItsLoneLogits) {
   m.set_batch_gemm(BatchGemm::kAuto);
 }
 
+// The last (MoE) layer's experts run on the output rows alone (model/output_rows.h): a forward
+// that asks for some rows' logits gives them the bits of one that asks for every row, alone and
+// batched beside another canvas.
+TEST(MoeModel, LastLayerOnOutputRowsKeepsTheirBits) {
+  Model& m = moe_model();
+  ASSERT_TRUE(m.weights().layers.back().moe);
+  const int V = m.config().vocab_size;
+  const std::vector<int32_t> a = prompt(40, 4), b = prompt(9, 5);
+  const std::vector<float> every = logits_of(m, a), every_b = logits_of(m, b);
+  ForwardArgs sub, fb;
+  sub.ids = a;
+  sub.logits = {8, 40};
+  sub.logit_rows = {0, 1, 7, 30, 31};
+  fb.ids = b;
+  fb.logits = {0, 9};
+  for (bool batched : {false, true}) {
+    std::vector<float> got(32 * size_t(V)), got_b(9 * size_t(V));
+    if (batched) {
+      const CanvasForward batch[] = {{&fb, got_b.data()}, {&sub, got.data()}};
+      m.forward_batch(batch);
+      EXPECT_EQ(std::memcmp(got_b.data(), every_b.data(), got_b.size() * 4), 0);
+    } else {
+      m.forward(sub, got.data());
+    }
+    for (int r : sub.logit_rows)
+      EXPECT_EQ(
+          std::memcmp(got.data() + size_t(r) * V, every.data() + size_t(8 + r) * V, size_t(V) * 4),
+          0)
+          << "row " << r << (batched ? " batched" : "");
+  }
+}
+
 TEST(MoeModel, BatchedDecodingEqualsBatch1AcrossCachesAndStores) {
   Model& m = moe_model();
   std::vector<GenerateOptions> settings(5);
