@@ -27,7 +27,6 @@ OutputRows select_output_rows(std::span<const CanvasForward> canvases, std::span
     out.count[c] = output_row_count(a);
     auto add = [&](int offset) {  // offset: a row of the canvas's fresh rows
       out.src.push_back(row0[c] + offset);
-      out.pos.push_back(a.pos0 + offset);
     };
     if (out.count[c] == static_cast<int>(a.ids.size())) {
       for (int i = 0; i < out.count[c]; ++i) add(i);

@@ -31,7 +31,6 @@ struct OutputRows {
   std::vector<int> row0;   // canvas c's rows are compact rows [row0[c], row0[c] + count[c])
   std::vector<int> count;  // output_row_count of each canvas
   std::vector<int> src;    // each compact row's row in the forward's activation buffers
-  std::vector<int> pos;    // its canvas position (for RoPE)
   int total() const { return static_cast<int>(src.size()); }
 };
 
