@@ -381,12 +381,12 @@ class Decoder {
     check_logits(out, n);
     const float w = static_cast<float>(opt_.cfg_scale + 1.0);
     for (size_t i = 0; i < size_t(n) * V; ++i) out[i] = out[i] + w * (cond[i] - out[i]);
-    for (size_t i = 0; i < size_t(n) * V; ++i)  // the guidance's: name the scale, not the model
-      if (!std::isfinite(out[i]))
-        fail(
-            "--cfg-scale {}: the guided logit un + (scale + 1) (cond - un) overflows float at "
-            "token {}; use a smaller scale",
-            opt_.cfg_scale, i % V);
+    // The guidance's: name the scale, not the model.
+    if (const size_t i = first_non_finite(out, size_t(n) * V); i < size_t(n) * V)
+      fail(
+          "--cfg-scale {}: the guided logit un + (scale + 1) (cond - un) overflows float at "
+          "token {}; use a smaller scale",
+          opt_.cfg_scale, i % V);
     ++nfe_;
     return out;
   }

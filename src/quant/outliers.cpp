@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "util/error.h"
+#include "util/finite_scan.h"
 #include "util/half.h"
 
 namespace dllmq {
@@ -39,21 +40,12 @@ int split_outliers(const float* x, int n, float lower, float upper, std::vector<
 }
 
 void check_finite(const float* x, size_t n, int row_len, int layer, int pos0, const char* what) {
-  // Branch-free scan per block so the common all-finite case vectorizes; locate only on failure.
-  constexpr size_t kBlock = 256;
-  for (size_t b = 0; b < n; b += kBlock) {
-    const size_t e = std::min(n, b + kBlock);
-    bool bad = false;
-    for (size_t i = b; i < e; ++i) bad |= !std::isfinite(x[i]);
-    if (!bad) continue;
-    for (size_t i = b; i < e; ++i) {
-      if (std::isfinite(x[i])) continue;
-      const size_t len = row_len > 0 ? static_cast<size_t>(row_len) : 1;
-      fail("{}: non-finite value ({}) at layer {}, position {}, channel {}", what,
-           std::isnan(x[i]) ? "nan" : "inf", layer, pos0 + static_cast<long long>(i / len),
-           i % len);
-    }
-  }
+  // The vectorised scan (util/finite_scan.h); the index is located only on failure.
+  const size_t i = first_non_finite(x, n);
+  if (i == n) return;
+  const size_t len = row_len > 0 ? static_cast<size_t>(row_len) : 1;
+  fail("{}: non-finite value ({}) at layer {}, position {}, channel {}", what,
+       std::isnan(x[i]) ? "nan" : "inf", layer, pos0 + static_cast<long long>(i / len), i % len);
 }
 
 }  // namespace dllmq
