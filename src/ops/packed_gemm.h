@@ -86,9 +86,11 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
 // x must already be gathered into it: gather_reduction_order) (y columns of those panels only,
 // overwritten). `round_w`: round each widened weight to bf16 first (bf16 compute on f32/f16
 // weights; codes need none). `scalar`: run the portable kernel on the same packed data instead of
-// `w.isa`'s (the twin). Runs on the calling thread.
+// `w.isa`'s (the twin). `k_block`: reduction values per K block, 0 for the kernels' own rule;
+// tests and benchmarks set it, to pause every chain in y at chosen places or to compare lengths
+// (the bits do not depend on it). Runs on the calling thread.
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
-                 bool round_w, bool scalar = false);
+                 bool round_w, bool scalar = false, int k_block = 0);
 
 // The definition, plainly: y[i, c] = fmaf chain over ascending k of x[i, k] * w[c, k] (widened
 // from `dt`, bf16-rounded first when `round_w`), from 0. w: the unpacked [n, k] weights.

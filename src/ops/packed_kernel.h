@@ -52,6 +52,9 @@ struct GemmArgs {
   // A panel group's later row tiles prefetch the next group's weights into L2
   // (PackedGemm::NextGroup); off only to measure it (DLLMQ_PANEL_PREFETCH=0).
   bool prefetch_next_group = true;
+  // Reduction values per K block; 0: PackedGemm::k_block's rule (packed_gemm's k_block: tests and
+  // benchmarks only). The bits do not depend on it.
+  int kc = 0;
 };
 
 // y = x W^T over the panels, one f32 FMA chain per output in ascending k starting from 0:

@@ -341,12 +341,21 @@ struct PackedGemm {
     return rows_fn_of(r, std::make_index_sequence<MR>{});
   }
 
-  // Reduction values per K block: the block's activations of every row (rows x kc floats) stay
-  // in L2 (3/8 of it, k_block_budget_floats) while the panels stream past them once. A fixed
-  // 192 KiB was 6-8% slower with no cache on the 2 MiB-L2 Xeon (256 rows: 192-value blocks,
-  // each reloading and storing the accumulators) and no faster at 32 rows (docs/performance.md).
+  // Reduction values per K block: the larger of two lengths.
+  // - The block's activations of every row (rows x kc floats) stay in L2 (3/8 of it,
+  //   k_block_budget_floats) while the panels stream past them once. A fixed 192 KiB was 6-8%
+  //   slower with no cache on the 2 MiB-L2 Xeon (256 rows: 192-value blocks, each reloading and
+  //   storing the accumulators) and no faster at 32 rows (docs/performance.md).
+  // - A panel group's weights of the block take a quarter of L2 (l2_cache_bytes): 1,024 values of
+  //   k for f32 on Zen 4's 1 MiB, 2,048 for bf16. At many rows the first rule alone cut K into
+  //   short blocks (384 values at 256 rows there), and whole forwards at 256 rows ran 10-13%
+  //   slower than with blocks this long, which read the rows from L3 once per panel group
+  //   (packed_gemm_bench's BM_PackedKBlock; docs/performance.md). Integer codes keep the first
+  //   rule alone: not measured at many rows.
   static int k_block(int total_rows, int k) {
     int kc = k_block_budget_floats() / (total_rows > 0 ? total_rows : 1);
+    const long kw = Q ? 0 : l2_cache_bytes() / 4 / (kPanelGroup * KSTRIDE);
+    if (kc < kw) kc = int(kw < k ? kw : k);
     kc = kc < 128 ? 128 : kc;
     kc = (kc + 7) / 8 * 8;
     return kc > k ? k : kc;
@@ -394,7 +403,7 @@ struct PackedGemm {
       rc.tiles += (a.blocks[b].m + MR - 1) / MR;
     }
     if (rc.rows <= 0 || a.p1 <= a.p0) return;
-    const int kc = k_block(rc.rows, a.k);
+    const int kc = a.kc > 0 ? (a.kc < a.k ? a.kc : a.k) : k_block(rc.rows, a.k);
     if constexpr (Q) {
       // Whole groups per K block, as many as fit in kc (at least one).
       const int32_t* gs = a.q.gstart;

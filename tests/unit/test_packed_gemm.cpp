@@ -74,19 +74,25 @@ struct Shape {
 };
 
 // Rows 1..17 (every row tail of the 6-, 8- and 12-row tiles, several panels at once for 1 and 2
-// rows), columns around the 16- and 32-column panels, reductions short, odd and past a K block (the
-// block is 49152 / rows values of k, at least 128).
+// rows), columns around the 16- and 32-column panels, reductions short, odd and long. The kernels'
+// own K blocks depend on this CPU's L2 (PackedGemm::k_block: at least 1,024 values of k for f32
+// on a 1 MiB L2), so the test also forces blocks of its own (kKBlocks).
 std::vector<Shape> shapes() {
   std::vector<Shape> s;
   for (int m = 1; m <= 17; ++m) s.push_back({m, 16 * (m % 5) + m, 3 + 11 * m});
   for (int n : {1, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 129})
     s.push_back({5 + n % 9, n, 37});
   for (int k : {1, 2, 8, 9, 127, 128, 129, 300}) s.push_back({7, 40, k});
-  s.push_back({64, 33, 1000});  // K blocks of 768: a chain paused in y and resumed
-  s.push_back({200, 20, 300});  // K blocks of 248 (rounded), 34 row tiles
+  s.push_back({64, 33, 1000});
+  s.push_back({200, 20, 300});  // 34 row tiles
   s.push_back({3, 129, 2049});
+  s.push_back({256, 20, 1100});  // the kernels' own blocks at many rows (two of f32)
   return s;
 }
+
+// K block lengths: the kernels' rule (0), then blocks of 37 values of k, which pause every chain
+// in y and resume it, and end inside the kernels' turns of k steps.
+constexpr int kKBlocks[] = {0, 37};
 
 class PackedGemmTest : public testing::TestWithParam<DType> {};
 
@@ -105,15 +111,16 @@ TEST_P(PackedGemmTest, EveryIsaEqualsScalarFmaLoopOnEveryTail) {
       // the CPU has them.
       for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
         const auto pw = pack_weight(w.data(), dt, sh.n, sh.k, isa);
-        for (const bool scalar : {false, true}) {
-          if (!scalar && !isa_available(isa)) continue;
-          std::vector<float> y(size_t(sh.m) * ldy, -7.0f);  // the gaps must stay untouched
-          const kern::Block b{x.data(), ldx, sh.m, y.data(), ldy};
-          packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar);
-          ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
-              << isa_name(isa) << (scalar ? " (scalar twin)" : "") << " m " << sh.m << " n " << sh.n
-              << " k " << sh.k << " round_w " << round_w;
-        }
+        for (const bool scalar : {false, true})
+          for (const int kb : kKBlocks) {
+            if (!scalar && !isa_available(isa)) continue;
+            std::vector<float> y(size_t(sh.m) * ldy, -7.0f);  // the gaps must stay untouched
+            const kern::Block b{x.data(), ldx, sh.m, y.data(), ldy};
+            packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar, kb);
+            ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
+                << isa_name(isa) << (scalar ? " (scalar twin)" : "") << " m " << sh.m << " n "
+                << sh.n << " k " << sh.k << " round_w " << round_w << " K block " << kb;
+          }
       }
     }
   }

@@ -56,9 +56,9 @@ std::vector<QShape> qshapes() {
   for (int n : {8, 16, 24, 32, 40, 48, 64, 72, 136}) s.push_back({5, n, 96, 16});
   for (int k : {8, 16, 128, 136, 264, 1000}) s.push_back({7, 40, k, 128});
   s.push_back({3, 40, 256, -1});    // one group over all of k (int8's default)
-  s.push_back({400, 16, 520, -1});  // ... longer than the K block rows of 400 would get
-  s.push_back({64, 24, 1024, 64});  // K blocks of 768 that end inside a group
-  s.push_back({200, 16, 304, 32});  // K blocks of 248
+  s.push_back({400, 16, 520, -1});  // ... at many rows
+  s.push_back({64, 24, 1024, 64});
+  s.push_back({200, 16, 304, 32});
   return s;
 }
 
@@ -94,16 +94,20 @@ TEST_P(QuantGemmTest, EveryIsaEqualsTheDefinitionBitForBit) {
           xp = xg.data();
           lx = sh.k;
         }
-        for (const bool scalar : {false, true}) {
-          if (!scalar && !isa_available(isa)) continue;
-          std::vector<float> y(size_t(sh.m) * ldy, -7.0f);
-          const kern::Block b{xp, lx, sh.m, y.data(), ldy};
-          packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar);
-          ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
-              << isa_name(isa) << (scalar ? " (scalar twin)" : "") << " bits " << qc.bits << " m "
-              << sh.m << " n " << sh.n << " k " << sh.k << " group " << sh.group << " round_w "
-              << round_w;
-        }
+        // K blocks of the kernels' rule (0), and forced ones of 100: a block holds whole groups,
+        // as many as fit in its length and at least one, so several short groups a block and a
+        // group longer than that alone.
+        for (const bool scalar : {false, true})
+          for (const int kb : {0, 100}) {
+            if (!scalar && !isa_available(isa)) continue;
+            std::vector<float> y(size_t(sh.m) * ldy, -7.0f);
+            const kern::Block b{xp, lx, sh.m, y.data(), ldy};
+            packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar, kb);
+            ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
+                << isa_name(isa) << (scalar ? " (scalar twin)" : "") << " bits " << qc.bits << " m "
+                << sh.m << " n " << sh.n << " k " << sh.k << " group " << sh.group << " round_w "
+                << round_w << " K block " << kb;
+          }
       }
     }
   }
