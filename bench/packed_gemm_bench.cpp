@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -139,6 +140,42 @@ void Shapes(benchmark::internal::Benchmark* b) {
     }
 }
 BENCHMARK(BM_PackedGemm)->Apply(Shapes)->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+
+// The K block length at many rows, three rules on the same product (f32 weights, N = 1,024, the
+// best ISA): 0 the kernels' own (PackedGemm::k_block: the larger of the rows' L2 share and a
+// quarter of L2 for a panel group's weights), 1 the rows' share alone (3/8 of L2 over the rows:
+// the rule before session 21), 2 no blocking (the whole K). The bits are the same under every
+// rule (one FMA chain per output in ascending k; checked here before timing). Interleave them to
+// compare: --benchmark_filter=PackedKBlock --benchmark_repetitions=5
+// --benchmark_enable_random_interleaving=true. Args: m, k, rule.
+void BM_PackedKBlock(benchmark::State& st) {
+  const int m = int(st.range(0)), k = int(st.range(1)), rule = int(st.range(2));
+  const Isa isa = best_isa();
+  auto [x, y, w] = random_operands(m, kN, k, 7);
+  const auto pw = pack_weight(w.data(), DType::kF32, kN, k, isa, false);
+  const kern::Block b{x.data(), k, m, y.data(), kN};
+  const int rows_rule = std::max(128, (kern::k_block_budget_floats() / m + 7) / 8 * 8);
+  const int kc = rule == 0 ? 0 : rule == 1 ? rows_rule : k;
+  packed_gemm(*pw, {&b, 1}, 0, pw->panels(), false);
+  const std::vector<float> want = y;
+  packed_gemm(*pw, {&b, 1}, 0, pw->panels(), false, false, kc);
+  if (std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) != 0) {
+    st.SkipWithError("a K block length changed the bits");
+    return;
+  }
+  for (auto _ : st) packed_gemm(*pw, {&b, 1}, 0, pw->panels(), false, false, kc);
+  const double flops = 2.0 * m * kN * k;
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["pct_peak"] = benchmark::Counter(flops * 1e-9 * 100.0 / peak(isa),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  static const char* const names[] = {"kernels' rule", "rows' L2 share alone", "whole K"};
+  st.SetLabel(std::string(isa_name(isa)) + ", " + names[rule]);
+}
+BENCHMARK(BM_PackedKBlock)
+    ->ArgsProduct({{32, 128, 256}, {1024, 4096}, {0, 1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
 
 // A plain 6 x 16 f32 tile written out with intrinsics: one K-major panel (16 floats a k), six rows
 // of x; no prefetch, no tails, nothing between the k steps. The reference for what the AVX2
