@@ -348,10 +348,10 @@ struct PackedGemm {
   //   storing the accumulators) and no faster at 32 rows (docs/performance.md).
   // - A panel group's weights of the block take a quarter of L2 (l2_cache_bytes): 1,024 values of
   //   k for f32 on Zen 4's 1 MiB, 2,048 for bf16. At many rows the first rule alone cut K into
-  //   short blocks (384 values at 256 rows there), and whole forwards at 256 rows ran 10-13%
+  //   short blocks (384 values at 256 rows there), and whole forwards at 256 rows ran 3-13%
   //   slower than with blocks this long, which read the rows from L3 once per panel group
-  //   (packed_gemm_bench's BM_PackedKBlock; docs/performance.md). Integer codes keep the first
-  //   rule alone: not measured at many rows.
+  //   (forwards alternated call by call; packed_gemm_bench's BM_PackedKBlock;
+  //   docs/performance.md). Integer codes keep the first rule alone: not measured at many rows.
   static int k_block(int total_rows, int k) {
     int kc = k_block_budget_floats() / (total_rows > 0 ? total_rows : 1);
     const long kw = Q ? 0 : l2_cache_bytes() / 4 / (kPanelGroup * KSTRIDE);

@@ -86,7 +86,7 @@ std::vector<Shape> shapes() {
   s.push_back({64, 33, 1000});
   s.push_back({200, 20, 300});  // 34 row tiles
   s.push_back({3, 129, 2049});
-  s.push_back({256, 20, 1100});  // the kernels' own blocks at many rows (two of f32)
+  s.push_back({256, 20, 1100});  // the kernels' own blocks at many rows (two of f32 on 1 MiB)
   return s;
 }
 
