@@ -355,7 +355,7 @@ struct PackedGemm {
   static int k_block(int total_rows, int k) {
     int kc = k_block_budget_floats() / (total_rows > 0 ? total_rows : 1);
     const long kw = Q ? 0 : l2_cache_bytes() / 4 / (kPanelGroup * KSTRIDE);
-    if (kc < kw) kc = int(kw < k ? kw : k);
+    if (kc < kw) kc = int(kw);
     kc = kc < 128 ? 128 : kc;
     kc = (kc + 7) / 8 * 8;
     return kc > k ? k : kc;
