@@ -312,9 +312,7 @@ void Model::forward_batch(std::span<const CanvasForward> canvases) {
     }
     linear_grouped(rows_blocks(att, qd, h_.data(), d), L.o, d, dt);
     clock.charge(pf.proj);
-    add_in_place(xr, h_.data(), size_t(nr) * d);
-
-    rmsnorm(xr, nr, d, L.ffn_norm.data(), cfg_.rms_eps, h_.data());
+    add_rmsnorm(xr, h_.data(), nr, d, L.ffn_norm.data(), cfg_.rms_eps, h_.data());
     clock.charge(pf.other);
     if (L.moe) {
       // Routed experts (model/moe.h): products per (expert, canvas), so exact per canvas.

@@ -9,6 +9,11 @@ namespace dllmq {
 // out[i] = x[i] / sqrt(mean(x[i]^2) + eps) * w  for each of n rows of width d (f32 math).
 void rmsnorm(const float* x, int n, int d, const float* w, float eps, float* out);
 void rmsnorm_ref(const float* x, int n, int d, const float* w, float eps, float* out);
+// x += y, then out = rmsnorm(x, w), row by row in one parallel region: the residual add and the
+// norm after it in one pass over the rows and one barrier instead of two (the forward's "other"
+// phase is regions of a few microseconds, the first to wait on a core a neighbour slows). The same
+// bits as add_in_place then rmsnorm. out may be y (each row is added before its norm is written).
+void add_rmsnorm(float* x, const float* y, int n, int d, const float* w, float eps, float* out);
 
 // gate[i] = silu(gate[i]) * up[i] over n elements (SwiGLU), in place on gate.
 void silu_mul(float* gate, const float* up, size_t n);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -46,6 +47,23 @@ TEST(RmsNorm, MatchesReference) {
   rmsnorm(x.data(), n, d, w.data(), 1e-5f, y.data());
   rmsnorm_ref(x.data(), n, d, w.data(), 1e-5f, yr.data());
   EXPECT_LT(max_abs_diff(y, yr), 1e-5f);
+}
+
+// The fused residual add and norm must give the bits of the two steps it replaces in the forward
+// (add_in_place, then rmsnorm), for x and for the norm, with the norm written over y as the model
+// does: rows of odd widths (the vector loops' tails), and enough rows to split over the threads.
+TEST(AddRmsNorm, SameBitsAsAddThenNorm) {
+  for (auto [n, d] : {std::pair{1, 1}, {3, 7}, {33, 200}, {5, 1023}, {64, 1024}, {40, 2817}}) {
+    auto x = randn(size_t(n) * d, 8, 3.0f), y = randn(size_t(n) * d, 9), w = randn(d, 10);
+    auto x2 = x, y2 = y;
+    std::vector<float> want(y.size());
+    add_in_place(x.data(), y.data(), x.size());
+    rmsnorm(x.data(), n, d, w.data(), 1e-5f, want.data());
+    add_rmsnorm(x2.data(), y2.data(), n, d, w.data(), 1e-5f, y2.data());
+    EXPECT_EQ(0, std::memcmp(x.data(), x2.data(), x.size() * sizeof(float))) << n << "x" << d;
+    EXPECT_EQ(0, std::memcmp(want.data(), y2.data(), want.size() * sizeof(float)))
+        << n << "x" << d;
+  }
 }
 
 TEST(SiluMul, MatchesReference) {
