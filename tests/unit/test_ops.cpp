@@ -61,8 +61,7 @@ TEST(AddRmsNorm, SameBitsAsAddThenNorm) {
     rmsnorm(x.data(), n, d, w.data(), 1e-5f, want.data());
     add_rmsnorm(x2.data(), y2.data(), n, d, w.data(), 1e-5f, y2.data());
     EXPECT_EQ(0, std::memcmp(x.data(), x2.data(), x.size() * sizeof(float))) << n << "x" << d;
-    EXPECT_EQ(0, std::memcmp(want.data(), y2.data(), want.size() * sizeof(float)))
-        << n << "x" << d;
+    EXPECT_EQ(0, std::memcmp(want.data(), y2.data(), want.size() * sizeof(float))) << n << "x" << d;
   }
 }
 
