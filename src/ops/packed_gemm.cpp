@@ -211,7 +211,7 @@ static bool next_group_prefetch() {
 }
 
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
-                 bool round_w, bool scalar, int k_block) {
+                 bool round_w, bool scalar, int k_block, int panel_group) {
   kern::GemmArgs a{blocks.data(),
                    int(blocks.size()),
                    w.data(),
@@ -229,6 +229,7 @@ void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int
     a.q = {w.scale.data(), w.signed_codes ? nullptr : w.zero.data(), w.gstart.data(), w.n_groups};
   a.prefetch_next_group = next_group_prefetch();
   a.kc = k_block;
+  a.group = panel_group;
   if (w.lanes == 16) {
     if (!scalar && w.isa == Isa::kAvx512) return kern::gemm_avx512(a);
     return kern::gemm_scalar16(a);

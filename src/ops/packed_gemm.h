@@ -88,9 +88,10 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
 // weights; codes need none). `scalar`: run the portable kernel on the same packed data instead of
 // `w.isa`'s (the twin). `k_block`: reduction values per K block, 0 for the kernels' own rule;
 // tests and benchmarks set it, to pause every chain in y at chosen places or to compare lengths
-// (the bits do not depend on it). Runs on the calling thread.
+// (the bits do not depend on it). `panel_group`: panels per group, 0 for the kernels' own rule
+// (tests set it; nor on this). Runs on the calling thread.
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
-                 bool round_w, bool scalar = false, int k_block = 0);
+                 bool round_w, bool scalar = false, int k_block = 0, int panel_group = 0);
 
 // The definition, plainly: y[i, c] = fmaf chain over ascending k of x[i, k] * w[c, k] (widened
 // from `dt`, bf16-rounded first when `round_w`), from 0. w: the unpacked [n, k] weights.

@@ -55,6 +55,8 @@ struct GemmArgs {
   // Reduction values per K block; 0: PackedGemm::k_block's rule (packed_gemm's k_block: tests and
   // benchmarks only). The bits do not depend on it.
   int kc = 0;
+  // Panels per group; 0: PackedGemm::panel_group's rule (tests force the others). Nor on this.
+  int group = 0;
 };
 
 // y = x W^T over the panels, one f32 FMA chain per output in ascending k starting from 0:
@@ -75,7 +77,8 @@ void gemm_avx512(const GemmArgs& a);
 void gemm_bf16dot_avx512(const GemmArgs& a);
 
 // Floats of activations a K block may hold for all its rows: 3/8 of one core's L2 (768 KiB of the
-// Xeons' 2 MiB, 384 KiB of Zen 4's 1 MiB), from sysconf, 384 KiB where the size is unknown.
+// Xeons' 2 MiB, 192 KiB of the AMD EPYC's 512 KiB), from sysconf, 384 KiB where the size is
+// unknown.
 // Computed once (packed_gemm.cpp).
 int k_block_budget_floats();
 

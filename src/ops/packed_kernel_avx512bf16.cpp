@@ -159,7 +159,7 @@ void gemm_bf16dot_avx512(const GemmArgs& a) {
   for (int k0 = 0; k0 < a.k; k0 += kc) {
     const int kcur = a.k - k0 < kc ? a.k - k0 : kc;
     const int ldp = (kcur + 1) / 2;
-    for_each_tile<MR>(a, [&](const Block& bl, int r, int nr, int pg, int pe) {
+    for_each_tile<MR>(a, kPanelGroup, [&](const Block& bl, int r, int nr, int pg, int pe) {
       make_pairs(bl.x + r * bl.ldx + k0, bl.ldx, nr, kcur, xp, ldp);
       kRows[nr - 1](xp, ldp, w0 + k0 * KSTRIDE, pstride, kcur, k0 == 0, bl.y + r * bl.ldy, bl.ldy,
                     pg, pe, a.n);

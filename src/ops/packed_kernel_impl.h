@@ -36,13 +36,14 @@ namespace dllmq::kern {
 
 inline constexpr int kPanelGroup = 4;
 
-// The order every packed kernel visits one K block in: panel groups of 4 (their K block stays
-// cached while every row passes), then each block's row tiles of up to MR rows:
+// The order every packed kernel visits one K block in: panel groups of `group` panels (4, or
+// fewer where L2 is small: PackedGemm::panel_group; their K block stays cached while every row
+// passes), then each block's row tiles of up to MR rows:
 // fn(block, first row, rows, first panel, end panel).
 template <int MR, class Fn>
-inline __attribute__((always_inline)) void for_each_tile(const GemmArgs& a, Fn&& fn) {
-  for (int pg = a.p0; pg < a.p1; pg += kPanelGroup) {
-    const int pe = pg + kPanelGroup < a.p1 ? pg + kPanelGroup : a.p1;
+inline __attribute__((always_inline)) void for_each_tile(const GemmArgs& a, int group, Fn&& fn) {
+  for (int pg = a.p0; pg < a.p1; pg += group) {
+    const int pe = pg + group < a.p1 ? pg + group : a.p1;
     for (int b = 0; b < a.n_blocks; ++b)
       for (int r = 0; r < a.blocks[b].m; r += MR)
         fn(a.blocks[b], r, a.blocks[b].m - r < MR ? a.blocks[b].m - r : MR, pg, pe);
@@ -322,6 +323,14 @@ struct PackedGemm {
       tile_any<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp,
                        ng);
     }
+    // One row in a group of two panels (panel_group) or at a group's end: two at once.
+    if constexpr (NP > 2) {
+      for (; p + 2 <= pe; p += 2) {
+        kp.panel = p;
+        tile_any<R_, 2>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR,
+                        kp, ng);
+      }
+    }
     for (; p < pe; ++p) {
       kp.panel = p;
       tile_any<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp,
@@ -346,9 +355,10 @@ struct PackedGemm {
   //   k_block_budget_floats) while the panels stream past them once. A fixed 192 KiB was 6-8%
   //   slower with no cache on the 2 MiB-L2 Xeon (256 rows: 192-value blocks, each reloading and
   //   storing the accumulators) and no faster at 32 rows (docs/performance.md).
-  // - A panel group's weights of the block take a quarter of L2 (l2_cache_bytes): 1,024 values of
-  //   k for f32 on Zen 4's 1 MiB, 2,048 for bf16. At many rows the first rule alone cut K into
-  //   short blocks (384 values at 256 rows there), and whole forwards at 256 rows ran 3-13%
+  // - A panel group's weights of the block take a quarter of L2 (l2_cache_bytes): 512 values of
+  //   k for f32 on AVX2 at a 512 KiB L2 (the AMD EPYC's), 1,024 for bf16 (1,024 / 2,048 on the
+  //   Xeon's 2 MiB with AVX-512 panels). At many rows the first rule alone cut K into
+  //   short blocks (192 values at 256 rows there), and whole forwards at 256 rows ran 3-13%
   //   slower than with blocks this long, which read the rows from L3 once per panel group
   //   (forwards alternated call by call; packed_gemm_bench's BM_PackedKBlock;
   //   docs/performance.md). Integer codes keep the first rule alone: not measured at many rows.
@@ -366,8 +376,30 @@ struct PackedGemm {
     int rows = 0, tiles = 0;
   };
 
+  // Panels per group at K blocks of kc values: kPanelGroup, halved until two groups' weights of
+  // a block (the one computing and the next one, prefetched: block_pass) fit in 7/8 of L2 beside
+  // the block's activations. On a 512 KiB L2 (the AMD EPYC's, measured) 32 rows over f32 weights
+  // at K 1,024 take groups of 2: with 4, the next group's prefetch had room for a quarter of it,
+  // and whole 32-row forwards ran 2-4% slower (docs/performance.md). On the Xeon's 2 MiB the d
+  // 1,024 products keep 4. No effect on the bits: a group only orders the tiles, each output is
+  // still one chain.
+  static int panel_group(RowCount rc, int kc) {
+    // One row tile: nothing to prefetch the next group over, and one row takes 4 panels at once
+    // (rows()).
+    if (rc.tiles <= 1) return kPanelGroup;
+    const long room = l2_cache_bytes() / 8 * 7 - long(rc.rows) * kc * long(sizeof(float));
+    const long seg = long(kc) * KSTRIDE;
+    // No room for two panels (many rows: block_pass then prefetches nothing): groups of 4, which
+    // the many-row K blocks are sized for (k_block).
+    if (2 * seg > room) return kPanelGroup;
+    int g = kPanelGroup;
+    while (g > 1 && 2 * g * seg > room) g /= 2;
+    return g;
+  }
+
   // One K block [k0, k0 + kcur) (codes: groups [g0, g1)) of every panel and row.
-  static void block_pass(const GemmArgs& a, int k0, int kcur, int g0, int g1, RowCount rc) {
+  static void block_pass(const GemmArgs& a, int k0, int kcur, int g0, int g1, RowCount rc,
+                         int group_size) {
     const auto* w0 = static_cast<const unsigned char*>(a.w);
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
     const bool first = k0 == 0;
@@ -376,7 +408,7 @@ struct PackedGemm {
     const long l2_free = l2_cache_bytes() / 8 * 7 - long(rc.rows) * kcur * long(sizeof(float));
     NextGroup ng;
     int group = -1;
-    for_each_tile<MR>(a, [&](const Block& bl, int r, int nr, int pg, int pe) {
+    for_each_tile<MR>(a, group_size, [&](const Block& bl, int r, int nr, int pg, int pe) {
       if (pg != group) {  // a group's first tile fetches its own weights
         group = pg;
         ng = NextGroup{};
@@ -386,7 +418,7 @@ struct PackedGemm {
         // would evict what the later tiles read (f32 weights at K 4,096, 2 MiB a group, ran 25%
         // slower). (Also fetching the next K block's first group after the last group measured
         // no faster: docs/performance.md.)
-        const int ne = pe + kPanelGroup < a.p1 ? pe + kPanelGroup : a.p1;
+        const int ne = pe + group_size < a.p1 ? pe + group_size : a.p1;
         const ptrdiff_t seg = ptrdiff_t(kcur) * KSTRIDE;  // a panel's bytes in this K block
         ng = NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride, seg, ne - pe,
                              long(rc.tiles - 1) * (pe - pg) * kcur, l2_free - (pe - pg) * seg);
@@ -404,17 +436,18 @@ struct PackedGemm {
     }
     if (rc.rows <= 0 || a.p1 <= a.p0) return;
     const int kc = a.kc > 0 ? (a.kc < a.k ? a.kc : a.k) : k_block(rc.rows, a.k);
+    const int group_size = a.group > 0 ? a.group : panel_group(rc, kc);
     if constexpr (Q) {
       // Whole groups per K block, as many as fit in kc (at least one).
       const int32_t* gs = a.q.gstart;
       const int G = a.q.n_groups;
       for (int g0 = 0, g1; g0 < G; g0 = g1) {
         for (g1 = g0 + 1; g1 < G && gs[g1 + 1] - gs[g0] <= kc;) ++g1;
-        block_pass(a, gs[g0], gs[g1] - gs[g0], g0, g1, rc);
+        block_pass(a, gs[g0], gs[g1] - gs[g0], g0, g1, rc, group_size);
       }
     } else {
       for (int k0 = 0; k0 < a.k; k0 += kc)
-        block_pass(a, k0, a.k - k0 < kc ? a.k - k0 : kc, 0, 0, rc);
+        block_pass(a, k0, a.k - k0 < kc ? a.k - k0 : kc, 0, 0, rc, group_size);
     }
   }
 };

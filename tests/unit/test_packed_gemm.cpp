@@ -75,8 +75,8 @@ struct Shape {
 
 // Rows 1..17 (every row tail of the 6-, 8- and 12-row tiles, several panels at once for 1 and 2
 // rows), columns around the 16- and 32-column panels, reductions short, odd and long. The kernels'
-// own K blocks depend on this CPU's L2 (PackedGemm::k_block: at least 1,024 values of k for f32
-// on a 1 MiB L2), so the test also forces blocks of its own (kKBlocks).
+// own K blocks depend on this CPU's L2 (PackedGemm::k_block: at least 512 values of k for f32
+// on a 512 KiB L2, 1,024 on 1 MiB), so the test also forces blocks of its own (kOrders).
 std::vector<Shape> shapes() {
   std::vector<Shape> s;
   for (int m = 1; m <= 17; ++m) s.push_back({m, 16 * (m % 5) + m, 3 + 11 * m});
@@ -86,13 +86,19 @@ std::vector<Shape> shapes() {
   s.push_back({64, 33, 1000});
   s.push_back({200, 20, 300});  // 34 row tiles
   s.push_back({3, 129, 2049});
-  s.push_back({256, 20, 1100});  // the kernels' own blocks at many rows (two of f32 on 1 MiB)
+  s.push_back({256, 20, 1100});  // the kernels' own blocks at many rows (3 of f32 on 512 KiB)
   return s;
 }
 
 // K block lengths: the kernels' rule (0), then blocks of 37 values of k, which pause every chain
 // in y and resume it, and end inside the kernels' turns of k steps.
-constexpr int kKBlocks[] = {0, 37};
+// K blocks and panel groups forced besides the kernels' own (0): blocks of 37 pause the chains
+// inside the kernels' turns of k steps; groups of 1 and 2 are what a small L2 picks
+// (PackedGemm::panel_group), whatever this CPU's L2.
+struct Order {
+  int k_block, group;
+};
+constexpr Order kOrders[] = {{0, 0}, {37, 0}, {0, 1}, {0, 2}};
 
 class PackedGemmTest : public testing::TestWithParam<DType> {};
 
@@ -113,13 +119,14 @@ TEST_P(PackedGemmTest, EveryIsaEqualsScalarFmaLoopOnEveryTail) {
         const auto pw = pack_weight(w.data(), dt, sh.n, sh.k, isa);
         for (const bool scalar : {false, true}) {
           if (!scalar && !isa_available(isa)) continue;
-          for (const int kb : kKBlocks) {
+          for (const Order o : kOrders) {
             std::vector<float> y(size_t(sh.m) * ldy, -7.0f);  // the gaps must stay untouched
             const kern::Block b{x.data(), ldx, sh.m, y.data(), ldy};
-            packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar, kb);
+            packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar, o.k_block, o.group);
             ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
                 << isa_name(isa) << (scalar ? " (scalar twin)" : "") << " m " << sh.m << " n "
-                << sh.n << " k " << sh.k << " round_w " << round_w << " K block " << kb;
+                << sh.n << " k " << sh.k << " round_w " << round_w << " K block " << o.k_block
+                << " group " << o.group;
           }
         }
       }

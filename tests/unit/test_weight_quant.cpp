@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -96,17 +97,17 @@ TEST_P(QuantGemmTest, EveryIsaEqualsTheDefinitionBitForBit) {
         }
         // K blocks of the kernels' rule (0), and forced ones of 100: a block holds whole groups,
         // as many as fit in its length and at least one, so several short groups a block and a
-        // group longer than that alone.
+        // group longer than that alone. And panel groups of 2 (what a small L2 picks).
         for (const bool scalar : {false, true}) {
           if (!scalar && !isa_available(isa)) continue;
-          for (const int kb : {0, 100}) {
+          for (const auto& [kb, pg] : {std::pair{0, 0}, {100, 0}, {0, 2}}) {
             std::vector<float> y(size_t(sh.m) * ldy, -7.0f);
             const kern::Block b{xp, lx, sh.m, y.data(), ldy};
-            packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar, kb);
+            packed_gemm(*pw, {&b, 1}, 0, pw->panels(), round_w, scalar, kb, pg);
             ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
                 << isa_name(isa) << (scalar ? " (scalar twin)" : "") << " bits " << qc.bits << " m "
                 << sh.m << " n " << sh.n << " k " << sh.k << " group " << sh.group << " round_w "
-                << round_w << " K block " << kb;
+                << round_w << " K block " << kb << " panel group " << pg;
           }
         }
       }
