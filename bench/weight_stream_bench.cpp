@@ -7,12 +7,16 @@
 // Beside each rate: a plain parallel read of the same packed bytes in the same process
 // (measure_read_gbps), and the share of it the product streams at.
 // BM_WeightResident runs the same chain over one weight of [1024, 1024] used 48 times, whose
-// share per thread of two stays in a 2 MiB L2 (the Xeon's; on a 1 MiB L2, Zen 4's, only the bf16
-// weight's share does): the product's rate with no wait on memory. A kernel whose
-// work hid wholly behind its stream would stream at min(read rate, resident rate); one whose work
-// and stream take turns, at 1 / (1 / read rate + 1 / resident rate). The AMX kernel lies between
-// the two, far below the first at 32 rows (docs/performance.md).
+// share per thread of two stays in a 2 MiB L2 (the Xeon's; in a 1 MiB L2 only the bf16 weight's
+// share does, in the AMD EPYC's 512 KiB neither, which then read from L3): the product's rate
+// with no wait on DRAM. A kernel whose work hid wholly behind its stream would stream at
+// min(read rate, resident rate); one whose work and stream take turns, at
+// 1 / (1 / read rate + 1 / resident rate). The AMX kernel lies between the two, far below the
+// first at 32 rows (docs/performance.md). BM_StreamPanelGroup: the stream with the packed
+// kernels' panel groups forced, beside their rule's.
 //   build/bench/weight_stream_bench --benchmark_counters_tabular=true
+//   build/bench/weight_stream_bench --benchmark_filter=PanelGroup --benchmark_repetitions=3
+//     --benchmark_enable_random_interleaving=true   (one command line)
 // Args: m, weight dtype (0 f32, 1 bf16), compute dtype (0 fp32, 1 bf16).
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -24,6 +28,7 @@
 
 #include "ops/gemm_peak.h"
 #include "ops/linear.h"
+#include "ops/packed_gemm.h"
 #include "util/half.h"
 
 namespace {
@@ -39,8 +44,23 @@ float next_value(uint64_t& s) {
   return (float(uint32_t(s >> 40)) / float(1u << 24) - 0.5f) * 0.08f;
 }
 
+// One product: through linear() as the model calls it (group < 0), or the packed kernels on an
+// even split of the panels between the OpenMP threads with panel groups of `group` (0: the
+// kernels' rule, PackedGemm::panel_group), to compare group sizes on the same stream.
+void product(const float* x, int m, const Linear& l, float* y, ComputeDType cdt, int group) {
+  if (group < 0) return linear(x, m, l, y, 0, cdt);
+  const PackedWeight& pw = *l.packed;
+  const kern::Block b{x, kK, m, y, l.out};
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    packed_gemm(pw, {&b, 1}, pw.panels() * t / nt, pw.panels() * (t + 1) / nt, false, false, 0,
+                group);
+  }
+}
+
 // The chain of kWeights products over `distinct` weights of [n, kK] (used in turn), timed.
-void run_chain(benchmark::State& st, int n, int distinct) {
+void run_chain(benchmark::State& st, int n, int distinct, int group = -1) {
   const int m = int(st.range(0));
   const DType wdt = st.range(1) ? DType::kBF16 : DType::kF32;
   const ComputeDType cdt = st.range(2) ? ComputeDType::kBF16 : ComputeDType::kF32;
@@ -69,7 +89,8 @@ void run_chain(benchmark::State& st, int n, int distinct) {
   std::vector<float> x(size_t(m) * kK), y(size_t(m) * n);
   for (float& v : x) v = next_value(seed);
   for (auto _ : st)
-    for (int i = 0; i < kWeights; ++i) linear(x.data(), m, lin[i % distinct], y.data(), 0, cdt);
+    for (int i = 0; i < kWeights; ++i)
+      product(x.data(), m, lin[i % distinct], y.data(), cdt, group);
   const double bytes = double(per) * dtype_size(wdt) * kWeights;
   const double flops = 2.0 * m * double(per) * kWeights;
   st.counters["GFLOP/s"] =
@@ -83,7 +104,10 @@ void run_chain(benchmark::State& st, int n, int distinct) {
   st.counters["pct_read"] =
       benchmark::Counter(bytes * 1e-9 * 100.0 / bw, benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel(std::string(wdt == DType::kF32 ? "f32" : "bf16") + " weights, " +
-              compute_dtype_name(cdt) + ", " + std::to_string(omp_get_max_threads()) + " threads");
+              compute_dtype_name(cdt) + ", " + std::to_string(omp_get_max_threads()) + " threads" +
+              (group < 0   ? ""
+               : group > 0 ? ", groups of " + std::to_string(group) + " panels"
+                           : ", the rule's panel groups"));
 }
 
 void BM_WeightStream(benchmark::State& st) {
@@ -91,9 +115,17 @@ void BM_WeightStream(benchmark::State& st) {
 }
 
 // [1024, 1024]: 4 MiB in f32, 2 MiB in bf16, half of it per thread of two: within a 2 MiB L2 in
-// both dtypes, within a 1 MiB one in bf16 only.
+// both dtypes, within a 1 MiB one in bf16 only, within 512 KiB in neither.
 void BM_WeightResident(benchmark::State& st) {
   run_chain(st, 1024, 1);
+}
+
+// The same stream with the packed kernels' panel groups forced (1, 2, 4 panels) and by their rule
+// (0), f32 weights in fp32, each thread half the panels: on a 512 KiB L2 the rule takes groups of
+// 2 at 16-32 rows, where with 4 the next group's prefetch had room for a quarter of the group
+// (docs/performance.md). Args: m, 0, 0 (f32 weights, fp32), group.
+void BM_StreamPanelGroup(benchmark::State& st) {
+  run_chain(st, kN, kWeights, int(st.range(3)));
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
@@ -104,6 +136,11 @@ void Shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_WeightStream)
     ->Apply(Shapes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
+BENCHMARK(BM_StreamPanelGroup)
+    ->ArgsProduct({{16, 32, 64}, {0}, {0}, {0, 1, 2, 4}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(0.5);
