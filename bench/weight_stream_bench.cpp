@@ -122,7 +122,7 @@ void BM_WeightResident(benchmark::State& st) {
 
 // The same stream with the packed kernels' panel groups forced (1, 2, 4 panels) and by their rule
 // (0), f32 weights in fp32, each thread half the panels: on a 512 KiB L2 the rule takes groups of
-// 2 at 16-32 rows, where with 4 the next group's prefetch had room for a quarter of the group
+// 2 at 16-64 rows, where with 4 the next group's prefetch had room for a quarter of the group
 // (docs/performance.md). Args: m, 0, 0 (f32 weights, fp32), group.
 void BM_StreamPanelGroup(benchmark::State& st) {
   run_chain(st, kN, kWeights, int(st.range(3)));

@@ -89,7 +89,7 @@ std::shared_ptr<const PackedWeight> pack_quant_weight(const QuantMatrix& m, Isa 
 // `w.isa`'s (the twin). `k_block`: reduction values per K block, 0 for the kernels' own rule;
 // tests and benchmarks set it, to pause every chain in y at chosen places or to compare lengths
 // (the bits do not depend on it). `panel_group`: panels per group, 0 for the kernels' own rule
-// (tests set it; nor on this). Runs on the calling thread.
+// (tests and benchmarks set it; the bits do not depend on it either). Runs on the calling thread.
 void packed_gemm(const PackedWeight& w, std::span<const kern::Block> blocks, int p0, int p1,
                  bool round_w, bool scalar = false, int k_block = 0, int panel_group = 0);
 

@@ -55,7 +55,8 @@ struct GemmArgs {
   // Reduction values per K block; 0: PackedGemm::k_block's rule (packed_gemm's k_block: tests and
   // benchmarks only). The bits do not depend on it.
   int kc = 0;
-  // Panels per group; 0: PackedGemm::panel_group's rule (tests force the others). Nor on this.
+  // Panels per group; 0: PackedGemm::panel_group's rule (tests and benchmarks force others). The
+  // bits do not depend on it either.
   int group = 0;
 };
 

@@ -36,8 +36,8 @@ namespace dllmq::kern {
 
 inline constexpr int kPanelGroup = 4;
 
-// The order every packed kernel visits one K block in: panel groups of `group` panels (4, or
-// fewer where L2 is small: PackedGemm::panel_group; their K block stays cached while every row
+// The order every packed kernel visits one K block in: panel groups of `group` panels (4, or 2
+// where L2 is small: PackedGemm::panel_group; their K block stays cached while every row
 // passes), then each block's row tiles of up to MR rows:
 // fn(block, first row, rows, first panel, end panel).
 template <int MR, class Fn>
@@ -376,13 +376,14 @@ struct PackedGemm {
     int rows = 0, tiles = 0;
   };
 
-  // Panels per group at K blocks of kc values: kPanelGroup, halved until two groups' weights of
-  // a block (the one computing and the next one, prefetched: block_pass) fit in 7/8 of L2 beside
-  // the block's activations. On a 512 KiB L2 (the AMD EPYC's, measured) 32 rows over f32 weights
-  // at K 1,024 take groups of 2: with 4, the next group's prefetch had room for a quarter of it,
-  // and whole 32-row forwards ran 2-4% slower (docs/performance.md). On the Xeon's 2 MiB the d
-  // 1,024 products keep 4. No effect on the bits: a group only orders the tiles, each output is
-  // still one chain.
+  // Panels per group at K blocks of kc values: kPanelGroup, or 2 where two groups of 4 (the one
+  // computing and the next one, prefetched: block_pass) would not fit in 7/8 of L2 beside the
+  // block's activations. On a 512 KiB L2 (the AMD EPYC's, measured) 32 rows over f32 weights at
+  // K 1,024 take groups of 2: with 4, the next group's prefetch had room for a quarter of it, and
+  // whole 32-row forwards ran about 3% slower (median of eight alternated runs). Groups of 1
+  // measured about as 2 at 32 rows and 17% slower than 4 at 128 in one run, so 2 is the floor
+  // (docs/performance.md). On the Xeon's 2 MiB the d 1,024 products keep 4. No effect on the
+  // bits: a group only orders the tiles, each output is still one chain.
   static int panel_group(RowCount rc, int kc) {
     // One row tile: nothing to prefetch the next group over, and one row takes 4 panels at once
     // (rows()).
@@ -392,9 +393,7 @@ struct PackedGemm {
     // No room for two panels (many rows: block_pass then prefetches nothing): groups of 4, which
     // the many-row K blocks are sized for (k_block).
     if (2 * seg > room) return kPanelGroup;
-    int g = kPanelGroup;
-    while (g > 1 && 2 * g * seg > room) g /= 2;
-    return g;
+    return 2 * kPanelGroup * seg <= room ? kPanelGroup : 2;
   }
 
   // One K block [k0, k0 + kcur) (codes: groups [g0, g1)) of every panel and row.
