@@ -11,8 +11,8 @@ void rmsnorm(const float* x, int n, int d, const float* w, float eps, float* out
 void rmsnorm_ref(const float* x, int n, int d, const float* w, float eps, float* out);
 // x += y, then out = rmsnorm(x, w), row by row in one parallel region: the residual add and the
 // norm after it in one pass over the rows and one barrier instead of two (1.5 us of 14 a call at
-// 32 rows of d 1,024 on Zen 4; small, docs/performance.md). The same bits as add_in_place then
-// rmsnorm. out may be y (each row is added before its norm is written).
+// 32 rows of d 1,024 on the AMD EPYC; small, docs/performance.md). The same bits as add_in_place
+// then rmsnorm. out may be y (each row is added before its norm is written).
 void add_rmsnorm(float* x, const float* y, int n, int d, const float* w, float eps, float* out);
 
 // gate[i] = silu(gate[i]) * up[i] over n elements (SwiGLU), in place on gate.

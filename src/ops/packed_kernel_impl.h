@@ -376,6 +376,13 @@ struct PackedGemm {
     int rows = 0, tiles = 0;
   };
 
+  // L2 left for panel weights (this group's and the next one's, prefetched) once a K block's
+  // activations of every row are in: 7/8 of it, some slack. One expression for panel_group's
+  // choice and block_pass's prefetch budget, so that the two agree.
+  static long l2_room(int rows, int kc) {
+    return l2_cache_bytes() / 8 * 7 - long(rows) * kc * long(sizeof(float));
+  }
+
   // Panels per group at K blocks of kc values: kPanelGroup, or 2 where two groups of 4 (the one
   // computing and the next one, prefetched: block_pass) would not fit in 7/8 of L2 beside the
   // block's activations. On a 512 KiB L2 (the AMD EPYC's, measured) 32 rows over f32 weights at
@@ -388,7 +395,7 @@ struct PackedGemm {
     // One row tile: nothing to prefetch the next group over, and one row takes 4 panels at once
     // (rows()).
     if (rc.tiles <= 1) return kPanelGroup;
-    const long room = l2_cache_bytes() / 8 * 7 - long(rc.rows) * kc * long(sizeof(float));
+    const long room = l2_room(rc.rows, kc);
     const long seg = long(kc) * KSTRIDE;
     // No room for two panels (many rows: block_pass then prefetches nothing): groups of 4, which
     // the many-row K blocks are sized for (k_block).
@@ -403,8 +410,7 @@ struct PackedGemm {
     const ptrdiff_t pstride = ptrdiff_t(a.k) * KSTRIDE;
     const bool first = k0 == 0;
     const KPos kp{&a.q, k0, g0, g1, 0};
-    // L2 left for the next group once the K block's activations are in (7/8: some slack).
-    const long l2_free = l2_cache_bytes() / 8 * 7 - long(rc.rows) * kcur * long(sizeof(float));
+    const long l2_free = l2_room(rc.rows, kcur);
     NextGroup ng;
     int group = -1;
     for_each_tile<MR>(a, group_size, [&](const Block& bl, int r, int nr, int pg, int pe) {

@@ -93,8 +93,8 @@ std::vector<Shape> shapes() {
 // K block lengths: the kernels' rule (0), then blocks of 37 values of k, which pause every chain
 // in y and resume it, and end inside the kernels' turns of k steps.
 // K blocks and panel groups forced besides the kernels' own (0): blocks of 37 pause the chains
-// inside the kernels' turns of k steps; groups of 1 and 2 are what a small L2 picks
-// (PackedGemm::panel_group), whatever this CPU's L2.
+// inside the kernels' turns of k steps; groups of 2 are what a small L2 picks
+// (PackedGemm::panel_group), whatever this CPU's L2, and 1 what the kernels also run.
 struct Order {
   int k_block, group;
 };
