@@ -225,10 +225,38 @@ class Decoder {
     }
   }
 
-  bool block_has_mask(int s, int e) const {
-    for (int p = s; p < e; ++p)
-      if (x_[p] == cfg_.mask_id) return true;
-    return false;
+  bool block_has_mask(int s, int e) const { return masks_in(s, e) > 0; }
+
+  int masks_in(int s, int e) const {
+    int m = 0;
+    for (int p = s; p < e; ++p) m += x_[p] == cfg_.mask_id;
+    return m;
+  }
+
+  // A reveal writes the argmax, which can be the mask id itself (a checkpoint whose LM head does
+  // not rule the mask token out: random ones), so a step can leave its block as it was. Upstream
+  // Fast-dLLM then steps on: under the step quota it stops with an IndexError once the block's
+  // steps are spent (num_transfer_tokens[:, i]); under a threshold at temperature 0 the next
+  // forward sees the same canvas and repeats the step forever, and so did dllmq under both. Stop
+  // with an error naming the cause instead. (Dream's block mode ends a block after its steps,
+  // masks kept, as upstream does: dream_block.) `masks_before`: the block's masks before the step.
+  void check_progress(int block, int s, int e, int step, int spb, int masks_before) {
+    const int left = masks_in(s, e);
+    if (left == 0) return;
+    stalled_ = left < masks_before ? 0 : stalled_ + 1;
+    const bool quota_spent = rule_ == Rule::kQuota && step + 1 >= spb;
+    const bool stuck = rule_ != Rule::kQuota && stalled_ > 0 &&
+                       (opt_.temperature <= 0.0 || stalled_ >= kMaxStalledSteps);
+    if (!quota_spent && !stuck) return;
+    fail(
+        "{}: block {} still holds {} masked position(s) after {} step(s){}: the model's most "
+        "likely token there is the mask token (id {}) itself, which reveals nothing (a "
+        "checkpoint whose LM head never ranks the mask first decodes; upstream Fast-dLLM stops "
+        "here with an IndexError, or under a threshold repeats the step forever)",
+        m_.dir(), block, left, step + 1,
+        quota_spent ? fmt::format(", all {} of its --steps share", spb)
+                    : fmt::format(", the last {} without revealing anything", stalled_),
+        cfg_.mask_id);
   }
 
   // Proposals for the masked positions of [s, e) from logits rows (row i -> position a + i).
@@ -318,26 +346,33 @@ class Decoder {
       int masked = 0;
       for (int p = s; p < e; ++p) masked += x_[p] == cfg_.mask_id;
       const auto quota = num_transfer_tokens(masked, spb);
+      stalled_ = 0;
       if (opt_.cache == CacheMode::kNone) {
         for (int j = 0; block_has_mask(s, e); ++j) {
+          const int before = masks_in(s, e);
           const float* lg = opt_.cfg_scale > 0 ? cfg_forward(s, e) : full_forward(s, e, {});
           auto c = propose(s, e, lg, s, false, policy_.alg());
           rank_candidates(c);
           reveal(c, rule_count(c, j < spb ? quota[j] : 0), b);
+          check_progress(b, s, e, j, spb, before);
         }
       } else {
         // Refresh: full forward that also decodes; dual caches every row, prefix [0, s).
         const PosRange write = opt_.cache == CacheMode::kDual ? PosRange{0, N_} : PosRange{0, s};
         if (!dream) {
+          int before = masks_in(s, e);
           const float* lg = full_forward(s, e, write);
           auto c = propose(s, e, lg, s, false, policy_.alg());
           rank_candidates(c);
           reveal(c, rule_count(c, quota[0]), b);
+          check_progress(b, s, e, 0, spb, before);
           for (int j = 1; block_has_mask(s, e); ++j) {
+            before = masks_in(s, e);
             lg = step_forward(s, e, {s, e}, b);
             c = propose(s, e, lg, s, false, policy_.alg());
             rank_candidates(c);
             reveal(c, rule_count(c, j < spb ? quota[j] : 0), b);
+            check_progress(b, s, e, j, spb, before);
           }
         } else {
           dream_block(b, s, e, spb, ts, write);
@@ -404,9 +439,11 @@ class Decoder {
     for (int i = 1;;) {
       const float* w = step_forward(s, e, {s, std::max(e - 1, s + 1)}, b);  // raw rows [s, e-1)
       if (opt_.threshold || opt_.factor) {
+        const int before = masks_in(s, e);
         auto c = propose_window(s, e, w, RankAlg::kMaskgitPlus);
         rank_candidates(c);
         reveal(c, rule_count(c, 0), b);
+        check_progress(b, s, e, i++, spb, before);
       } else {
         if (i == spb) break;  // upstream breaks after the forward (counted), block may keep MASKs
         int m = 0;
@@ -507,6 +544,10 @@ class Decoder {
   int eot_;
   UnmaskPolicy policy_;
   Rule rule_ = Rule::kQuota;
+  // Steps in a row that revealed nothing (check_progress); at temperature > 0 the draws can still
+  // move on, so a threshold or factor rule is given this many before it stops.
+  static constexpr int kMaxStalledSteps = 1000;
+  int stalled_ = 0;
   int P_ = 0, N_ = 0;
   std::vector<int32_t> x_;  // canvas [prompt | generated]
   std::vector<float> logits_;

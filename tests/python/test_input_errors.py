@@ -8,6 +8,8 @@ file or field and the accepted range (issue 16), driven through the `dllmq` bina
   - a corrupted config.json (zero / NaN-producing numbers, contradicting architecture fields)
     is refused naming the field; weights that compute non-finite logits stop decoding with an
     error instead of exiting 0 with garbage;
+  - a checkpoint that predicts the mask token itself stops decoding with an error instead of
+    stepping forever;
   - a generation length that cannot fit in memory is refused with the bytes it needs (under an
     address-space limit), instead of std::bad_alloc;
   - `tokenize --text ""` is valid input and gives no ids.
@@ -160,6 +162,35 @@ def test_nonfinite_weights(d, res, work):
               "exit %d: %s" % (r.returncode, r.stderr.strip()[-240:]))
 
 
+def test_mask_token_predicted(d, res, work):
+    """A checkpoint whose most likely token is the mask token itself (its LM head all zeros, so
+    every logit ties and the argmax is the first id, made the mask id here): a reveal then writes
+    the mask again and the block never empties. Decoding stops with an error naming the cause,
+    in every cache mode and under a threshold at temperature 0, instead of stepping forever
+    (it did: a 2,048-wide random checkpoint hit this in the benchmarks)."""
+    m = os.path.join(work, "mask-argmax")
+    write_model(m, mask_token_id=0)
+    st = os.path.join(m, "model.safetensors")
+    os.unlink(st)
+    with open(os.path.join(MODEL, "model.safetensors"), "rb") as f:
+        buf = bytearray(f.read())
+    n = struct.unpack("<Q", buf[:8])[0]
+    b, e = json.loads(buf[8:8 + n])["model.transformer.ff_out.weight"]["data_offsets"]
+    buf[8 + n + b:8 + n + e] = bytes(e - b)
+    with open(st, "wb") as f:
+        f.write(buf)
+    base = ["generate", "-m", m, "--prompt-ids", "1,2,3", "--gen-length", "16", "--block-length",
+            "8", "--threads", "1"]
+    for mode in ("none", "prefix", "dual"):
+        r = run(d, base + ["--cache", mode], timeout=120)
+        res.check("mask-argmax/" + mode, r.returncode == 1 and "block 0 still holds 8 masked" in r.stderr
+                  and "all 8 of its --steps share" in r.stderr and "mask token (id 0)" in r.stderr,
+                  "exit %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
+    r = run(d, base + ["--cache", "dual", "--threshold", "0.9"], timeout=120)
+    res.check("mask-argmax/threshold", r.returncode == 1 and "the last 1 without revealing" in r.stderr,
+              "exit %d: %s" % (r.returncode, r.stderr.strip()[-300:]))
+
+
 def test_length_that_cannot_fit(d, res):
     """16M positions of the tiny model need tens of GiB; under a 4 GiB address-space limit the
     refusal names the flag and the bytes needed (never std::bad_alloc / internal error)."""
@@ -196,6 +227,7 @@ def main(argv=None):
         lambda: test_bad_flag_values(d, res),
         lambda: test_corrupt_configs(d, res, work),
         lambda: test_nonfinite_weights(d, res, work),
+        lambda: test_mask_token_predicted(d, res, work),
         lambda: test_length_that_cannot_fit(d, res),
         lambda: test_tokenize_empty_text(d, res)])
 
