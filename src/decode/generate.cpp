@@ -240,14 +240,15 @@ class Decoder {
   // forward sees the same canvas and repeats the step forever, and so did dllmq under both. Stop
   // with an error naming the cause instead. (Dream's block mode ends a block after its steps,
   // masks kept, as upstream does: dream_block.) `masks_before`: the block's masks before the step.
-  void check_progress(int block, int s, int e, int step, int spb, int masks_before) {
+  // Returns the masks left, the next step's `masks_before`.
+  int check_progress(int block, int s, int e, int step, int spb, int masks_before) {
     const int left = masks_in(s, e);
-    if (left == 0) return;
+    if (left == 0) return 0;
     stalled_ = left < masks_before ? 0 : stalled_ + 1;
     const bool quota_spent = rule_ == Rule::kQuota && step + 1 >= spb;
     const bool stuck = rule_ != Rule::kQuota && stalled_ > 0 &&
                        (opt_.temperature <= 0.0 || stalled_ >= kMaxStalledSteps);
-    if (!quota_spent && !stuck) return;
+    if (!quota_spent && !stuck) return left;
     fail(
         "{}: block {} still holds {} masked position(s) after {} step(s){}: the model's most "
         "likely token there is the mask token (id {}) itself, which reveals nothing (a "
@@ -343,36 +344,32 @@ class Decoder {
     for (int b = 0; b < nb; ++b) {
       const int s = P_ + b * opt_.block_length, e = s + opt_.block_length;
       active_ = {s, e};
-      int masked = 0;
-      for (int p = s; p < e; ++p) masked += x_[p] == cfg_.mask_id;
+      int masked = masks_in(s, e);
       const auto quota = num_transfer_tokens(masked, spb);
       stalled_ = 0;
       if (opt_.cache == CacheMode::kNone) {
-        for (int j = 0; block_has_mask(s, e); ++j) {
-          const int before = masks_in(s, e);
+        for (int j = 0; masked > 0; ++j) {
           const float* lg = opt_.cfg_scale > 0 ? cfg_forward(s, e) : full_forward(s, e, {});
           auto c = propose(s, e, lg, s, false, policy_.alg());
           rank_candidates(c);
           reveal(c, rule_count(c, j < spb ? quota[j] : 0), b);
-          check_progress(b, s, e, j, spb, before);
+          masked = check_progress(b, s, e, j, spb, masked);
         }
       } else {
         // Refresh: full forward that also decodes; dual caches every row, prefix [0, s).
         const PosRange write = opt_.cache == CacheMode::kDual ? PosRange{0, N_} : PosRange{0, s};
         if (!dream) {
-          int before = masks_in(s, e);
           const float* lg = full_forward(s, e, write);
           auto c = propose(s, e, lg, s, false, policy_.alg());
           rank_candidates(c);
           reveal(c, rule_count(c, quota[0]), b);
-          check_progress(b, s, e, 0, spb, before);
-          for (int j = 1; block_has_mask(s, e); ++j) {
-            before = masks_in(s, e);
+          masked = check_progress(b, s, e, 0, spb, masked);
+          for (int j = 1; masked > 0; ++j) {
             lg = step_forward(s, e, {s, e}, b);
             c = propose(s, e, lg, s, false, policy_.alg());
             rank_candidates(c);
             reveal(c, rule_count(c, j < spb ? quota[j] : 0), b);
-            check_progress(b, s, e, j, spb, before);
+            masked = check_progress(b, s, e, j, spb, masked);
           }
         } else {
           dream_block(b, s, e, spb, ts, write);
@@ -443,11 +440,11 @@ class Decoder {
         auto c = propose_window(s, e, w, RankAlg::kMaskgitPlus);
         rank_candidates(c);
         reveal(c, rule_count(c, 0), b);
-        check_progress(b, s, e, i++, spb, before);
+        check_progress(b, s, e, i, spb, before);
+        ++i;  // counts the steps for check_progress's message only
       } else {
         if (i == spb) break;  // upstream breaks after the forward (counted), block may keep MASKs
-        int m = 0;
-        for (int p = s; p < e; ++p) m += x_[p] == cfg_.mask_id;
+        const int m = masks_in(s, e);
         const int k = i < spb - 1 ? static_cast<int>(m * (1.0 - ts[i + 1] / ts[i])) : m;
         auto c = propose_window(s, e, w, RankAlg::kEntropy);  // upstream: entropy whatever --alg
         choose_and_reveal(c, k, b);
