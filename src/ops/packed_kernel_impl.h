@@ -38,15 +38,30 @@ inline constexpr int kPanelGroup = 4;
 
 // The order every packed kernel visits one K block in: panel groups of `group` panels (4, or 2
 // where L2 is small: PackedGemm::panel_group; their K block stays cached while every row
-// passes), then each block's row tiles of up to MR rows:
-// fn(block, first row, rows, first panel, end panel).
+// passes), then each block's row tiles of up to MR rows, ceil(m / MR) of them; where the last
+// would hold fewer than MR / 2 rows, the last two share their rows evenly (16 rows at MR 12 as
+// 8 + 8, not 12 + 4: a 4-row tile keeps 8 accumulators, just the FMA latency's worth, and loads
+// its panel's weights for 8 FMAs a k instead of 24; 32 rows keep 12 + 12 + 8: even tiles,
+// 11 + 11 + 10, measured no faster; docs/performance.md): fn(block, first row, rows, first panel,
+// end panel).
 template <int MR, class Fn>
 inline __attribute__((always_inline)) void for_each_tile(const GemmArgs& a, int group, Fn&& fn) {
   for (int pg = a.p0; pg < a.p1; pg += group) {
     const int pe = pg + group < a.p1 ? pg + group : a.p1;
-    for (int b = 0; b < a.n_blocks; ++b)
-      for (int r = 0; r < a.blocks[b].m; r += MR)
-        fn(a.blocks[b], r, a.blocks[b].m - r < MR ? a.blocks[b].m - r : MR, pg, pe);
+    for (int b = 0; b < a.n_blocks; ++b) {
+      const int m = a.blocks[b].m, tail = m % MR;
+      // Where the last two tiles start to share their rows (m when they need not).
+      const int split = m > MR && tail > 0 && tail < MR / 2 ? m - MR - tail : m;
+      int r = 0;
+      for (; r + MR <= split; r += MR) fn(a.blocks[b], r, MR, pg, pe);
+      if (split < m) {
+        const int half = (m - split + 1) / 2;
+        fn(a.blocks[b], split, half, pg, pe);
+        fn(a.blocks[b], split + half, m - split - half, pg, pe);
+      } else if (r < m) {
+        fn(a.blocks[b], r, m - r, pg, pe);
+      }
+    }
   }
 }
 

@@ -84,6 +84,7 @@ std::vector<Shape> shapes() {
     s.push_back({5 + n % 9, n, 37});
   for (int k : {1, 2, 8, 9, 127, 128, 129, 300}) s.push_back({7, 40, k});
   s.push_back({64, 33, 1000});
+  s.push_back({28, 70, 333});   // 12 + 8 + 8 rows at MR 12: a small tail shared (for_each_tile)
   s.push_back({200, 20, 300});  // 34 row tiles
   s.push_back({3, 129, 2049});
   s.push_back({256, 20, 1100});  // the kernels' own blocks at many rows (3 of f32 on 512 KiB)
