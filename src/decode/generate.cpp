@@ -225,8 +225,6 @@ class Decoder {
     }
   }
 
-  bool block_has_mask(int s, int e) const { return masks_in(s, e) > 0; }
-
   int masks_in(int s, int e) const {
     int m = 0;
     for (int p = s; p < e; ++p) m += x_[p] == cfg_.mask_id;
@@ -433,24 +431,23 @@ class Decoder {
     revealed_.assign(1, s);
     report(b);
     // Then a do-while over cached forwards; inside the window position s+j uses raw row s+j-1.
-    for (int i = 1;;) {
+    // `masked`: the block's masks before each step.
+    int masked = masks_in(s, e);
+    for (int i = 1;; ++i) {
       const float* w = step_forward(s, e, {s, std::max(e - 1, s + 1)}, b);  // raw rows [s, e-1)
       if (opt_.threshold || opt_.factor) {
-        const int before = masks_in(s, e);
         auto c = propose_window(s, e, w, RankAlg::kMaskgitPlus);
         rank_candidates(c);
         reveal(c, rule_count(c, 0), b);
-        check_progress(b, s, e, i, spb, before);
-        ++i;  // counts the steps for check_progress's message only
+        masked = check_progress(b, s, e, i, spb, masked);
       } else {
         if (i == spb) break;  // upstream breaks after the forward (counted), block may keep MASKs
-        const int m = masks_in(s, e);
-        const int k = i < spb - 1 ? static_cast<int>(m * (1.0 - ts[i + 1] / ts[i])) : m;
+        const int k = i < spb - 1 ? static_cast<int>(masked * (1.0 - ts[i + 1] / ts[i])) : masked;
         auto c = propose_window(s, e, w, RankAlg::kEntropy);  // upstream: entropy whatever --alg
         choose_and_reveal(c, k, b);
-        ++i;
+        masked = masks_in(s, e);
       }
-      if (!block_has_mask(s, e)) break;
+      if (masked == 0) break;
     }
   }
 
