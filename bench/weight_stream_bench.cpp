@@ -131,7 +131,7 @@ void BM_StreamPanelGroup(benchmark::State& st) {
 void Shapes(benchmark::internal::Benchmark* b) {
   // f32 weights in fp32, bf16 weights in fp32 and in bf16 (f32 weights in bf16 compute are
   // rounded to bf16 at packing where AMX runs, so they stream what bf16 weights do).
-  for (int m : {1, 16, 32, 64, 256})
+  for (int m : {1, 8, 16, 24, 32, 64, 256})
     for (auto [w, c] : {std::pair{0, 0}, {1, 0}, {1, 1}}) b->Args({m, w, c});
 }
 BENCHMARK(BM_WeightStream)

@@ -1,14 +1,17 @@
 // The packed kernels' prefetch of the next panel group's weights into L2, spread over the k steps
-// of the current group's later row tiles (ops/packed_kernel_impl.h).
+// of every row tile of the current group (ops/packed_kernel_impl.h, block_pass).
 //
-// Why: a panel group's first row tile streams the group's weights from memory (a decode step's
-// weights do not fit the last-level cache); its other row tiles read them again from L2 and fetch
-// nothing. Without this, one tile's memory waits and the others' FMAs took turns: one thread, 32
-// rows over bf16 weights streamed from DRAM, the first tile of a group took 1.5-1.7x the cycles
-// of the others; with it, about what the others take. The lines are spread evenly over every
-// later tile's k steps: one line every step (done in fewer steps than there are), or all of them
-// in half the steps, was slower, as the prefetches then hold the line-fill buffers that the
-// tiles' own loads need (docs/performance.md). A prefetch is only a hint: no effect on the bits.
+// Why: without it a panel group's first row tile streams the group's weights from memory (a
+// decode step's weights do not fit the last-level cache) and its other row tiles read them again
+// from L2, fetching nothing: memory waits and FMAs took turns (one thread, 32 rows over bf16
+// weights streamed from DRAM: the first tile of a group took 1.5-1.7x the cycles of the others).
+// Session 14 spread the lines over the later tiles' k steps; with few rows that left the same
+// turns (16 rows are two tiles: the second tile's steps fetched the next group while the first
+// tile's stream waited), so since session 26 every tile fetches, the first one included, which
+// then finds its weights in L2. The lines are spread evenly: one line every step (done in fewer
+// steps than there are), or all of them in half the steps, was slower, as the prefetches then
+// hold the line-fill buffers that the tiles' own loads need (docs/performance.md). A prefetch is
+// only a hint: no effect on the bits.
 //
 // Fetch::line(p) issues the prefetch of the line at p. The kernels pass a type of their own
 // translation unit, so that each instruction set keeps its own copy of this code; the tests pass

@@ -49,7 +49,7 @@ struct GemmArgs {
   int p0, p1;    // panels to compute
   bool round_w;  // round each (widened) weight to bf16 first (bf16 compute, non-bf16 weights)
   QuantArgs q;   // codes only
-  // A panel group's later row tiles prefetch the next group's weights into L2
+  // A panel group's row tiles prefetch the next group's weights into L2
   // (PackedGemm::NextGroup); off only to measure it (DLLMQ_PANEL_PREFETCH=0).
   bool prefetch_next_group = true;
   // Reduction values per K block; 0: PackedGemm::k_block's rule (packed_gemm's k_block: tests and

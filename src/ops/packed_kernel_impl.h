@@ -43,25 +43,29 @@ inline constexpr int kPanelGroup = 4;
 // 8 + 8, not 12 + 4: a 4-row tile keeps 8 accumulators, just the FMA latency's worth, and loads
 // its panel's weights for 8 FMAs a k instead of 24; 32 rows keep 12 + 12 + 8: even tiles,
 // 11 + 11 + 10, measured no faster; docs/performance.md): fn(block, first row, rows, first panel,
-// end panel).
+// end panel). row_tiles: one block's tiles, fn(first row, rows).
+template <int MR, class Fn>
+inline __attribute__((always_inline)) void row_tiles(int m, Fn&& fn) {
+  const int tail = m % MR;
+  // Where the last two tiles start to share their rows (m when they need not).
+  const int split = m > MR && tail > 0 && tail < MR / 2 ? m - MR - tail : m;
+  int r = 0;
+  for (; r + MR <= split; r += MR) fn(r, MR);
+  if (split < m) {
+    const int half = (m - split + 1) / 2;
+    fn(split, half);
+    fn(split + half, m - split - half);
+  } else if (r < m) {
+    fn(r, m - r);
+  }
+}
+
 template <int MR, class Fn>
 inline __attribute__((always_inline)) void for_each_tile(const GemmArgs& a, int group, Fn&& fn) {
   for (int pg = a.p0; pg < a.p1; pg += group) {
     const int pe = pg + group < a.p1 ? pg + group : a.p1;
-    for (int b = 0; b < a.n_blocks; ++b) {
-      const int m = a.blocks[b].m, tail = m % MR;
-      // Where the last two tiles start to share their rows (m when they need not).
-      const int split = m > MR && tail > 0 && tail < MR / 2 ? m - MR - tail : m;
-      int r = 0;
-      for (; r + MR <= split; r += MR) fn(a.blocks[b], r, MR, pg, pe);
-      if (split < m) {
-        const int half = (m - split + 1) / 2;
-        fn(a.blocks[b], split, half, pg, pe);
-        fn(a.blocks[b], split + half, m - split - half, pg, pe);
-      } else if (r < m) {
-        fn(a.blocks[b], r, m - r, pg, pe);
-      }
-    }
+    for (int b = 0; b < a.n_blocks; ++b)
+      row_tiles<MR>(a.blocks[b].m, [&](int r, int nr) { fn(a.blocks[b], r, nr, pg, pe); });
   }
 }
 
@@ -84,6 +88,8 @@ struct PackedGemm {
   // a turn's steps are peeled by hand (V's choice, each measured on its own machine: outer()).
   static constexpr int kStepsPerWalk = V::kStepsPerWalk;
   static constexpr bool kPeelTurns = V::kPeelTurns;
+  // The fewest k steps per line of the next group's prefetch (block_pass).
+  static constexpr long kStepsPerLine = 2;
 
   // The next panel group's weights into L2 (ops/next_group_prefetch.h), prefetcht2.
   struct L2Line {
@@ -325,14 +331,19 @@ struct PackedGemm {
       tile<R_, NP>(x, ldx, w, pstride, kc, first, y, ldy, valid, kp, ng);
   }
 
-  // Panels [p, pe) for rows [0, R_): one or two rows take several panels at once, so that the
-  // accumulators still cover the FMA latency.
+  // Panels a tile of r rows takes at once in rows(): one or two rows take several, so that the
+  // accumulators still cover the FMA latency. Codes with zero points: 2 panels at 1 row (the zero
+  // points also take registers).
+  static constexpr int panels_at_once(int r) {
+    return r == 1 ? (Q && !SIGNED ? 2 : 4) : r == 2 ? 2 : 1;
+  }
+
+  // Panels [p, pe) for rows [0, R_), panels_at_once(R_) at a time.
   template <int R_>
   static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
                    bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp,
                    NextGroup& ng) {
-    // Codes with zero points: 2 panels at 1 row (the zero points also take registers).
-    constexpr int NP = R_ == 1 ? (Q && !SIGNED ? 2 : 4) : R_ == 2 ? 2 : 1;
+    constexpr int NP = panels_at_once(R_);
     for (; p + NP <= pe; p += NP) {
       kp.panel = p;
       tile_any<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp,
@@ -351,6 +362,27 @@ struct PackedGemm {
       tile_any<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp,
                       ng);
     }
+  }
+
+  // The tile() / tile_q() calls rows<r> makes over np panels: each runs the K block's k steps
+  // once.
+  static int tile_calls(int r, int np) {
+    const int at_once = panels_at_once(r);
+    int calls = np / at_once, left = np % at_once;
+    if (at_once > 2) {  // then pairs
+      calls += left / 2;
+      left %= 2;
+    }
+    return calls + left;
+  }
+
+  // The k steps of every row tile of every block over np panels of one K block of kc values: what
+  // a group's prefetch of the next one is spread over.
+  static long group_steps(const GemmArgs& a, int np, int kc) {
+    long calls = 0;
+    for (int b = 0; b < a.n_blocks; ++b)
+      row_tiles<MR>(a.blocks[b].m, [&](int, int nr) { calls += tile_calls(nr, np); });
+    return calls * kc;
   }
 
   using RowsFn = void (*)(const float*, ptrdiff_t, const unsigned char*, ptrdiff_t, int, bool,
@@ -407,8 +439,9 @@ struct PackedGemm {
   // (docs/performance.md). On the Xeon's 2 MiB the d 1,024 products keep 4. No effect on the
   // bits: a group only orders the tiles, each output is still one chain.
   static int panel_group(RowCount rc, int kc) {
-    // One row tile: nothing to prefetch the next group over, and one row takes 4 panels at once
-    // (rows()).
+    // One row tile: groups of 4 (one row takes 4 panels at once: rows()); it prefetches the next
+    // group where L2 has room for it (block_pass), not measured against groups of 2 on a small
+    // L2.
     if (rc.tiles <= 1) return kPanelGroup;
     const long room = l2_room(rc.rows, kc);
     const long seg = long(kc) * KSTRIDE;
@@ -428,20 +461,36 @@ struct PackedGemm {
     const long l2_free = l2_room(rc.rows, kcur);
     NextGroup ng;
     int group = -1;
+    long full_steps = -1;  // group_steps of a whole group (every group but perhaps the last)
     for_each_tile<MR>(a, group_size, [&](const Block& bl, int r, int nr, int pg, int pe) {
-      if (pg != group) {  // a group's first tile fetches its own weights
+      if (pg != group) {
         group = pg;
         ng = NextGroup{};
-      } else if (!ng.armed && a.prefetch_next_group) {
-        // The next group's panels at this K block, over the k steps of this group's later tiles,
-        // as much of it as L2 holds beside this group's weights and the rows' activations: more
-        // would evict what the later tiles read (f32 weights at K 4,096, 2 MiB a group, ran 25%
-        // slower). (Also fetching the next K block's first group after the last group measured
-        // no faster: docs/performance.md.)
-        const int ne = pe + group_size < a.p1 ? pe + group_size : a.p1;
-        const ptrdiff_t seg = ptrdiff_t(kcur) * KSTRIDE;  // a panel's bytes in this K block
-        ng = NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride, seg, ne - pe,
-                             long(rc.tiles - 1) * (pe - pg) * kcur, l2_free - (pe - pg) * seg);
+        if (a.prefetch_next_group) {
+          // The next group's panels at this K block, spread over the k steps of every row tile
+          // of this group, the first included (it reads this group from L2 where the group
+          // before fetched it):
+          // - Every tile: spread over the later tiles alone (sessions 14-25), two tiles (16
+          //   rows) fetched in turns: the first tile streamed its group while the next group's
+          //   lines waited, then the second computed from L2 while they came.
+          // - At most one line per two k steps: denser, the prefetches hold the line-fill
+          //   buffers the tiles' loads need (one 8-row tile over f32 weights from DRAM, two lines
+          //   a step, ran about 10% slower than with no prefetch; docs/performance.md, session
+          //   26). Where a group has more lines than that, its first lines are fetched.
+          // - At most what L2 holds beside this group's weights and the rows' activations: more
+          //   would evict what the later tiles read (f32 weights at K 4,096, 2 MiB a group, ran
+          //   25% slower). (Also fetching the next K block's first group after the last group
+          //   measured no faster: docs/performance.md.)
+          const int np = pe - pg;
+          const int ne = pe + group_size < a.p1 ? pe + group_size : a.p1;
+          const ptrdiff_t seg = ptrdiff_t(kcur) * KSTRIDE;  // a panel's bytes in this K block
+          if (np == group_size && full_steps < 0) full_steps = group_steps(a, np, kcur);
+          const long steps = np == group_size ? full_steps : group_steps(a, np, kcur);
+          long room = l2_free - np * seg;
+          if (room > steps / kStepsPerLine * 64) room = steps / kStepsPerLine * 64;
+          ng = NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride, seg, ne - pe,
+                               steps, room);
+        }
       }
       rows_fn(nr)(bl.x + r * bl.ldx + k0, bl.ldx, w0 + k0 * KSTRIDE, pstride, kcur, first,
                   bl.y + r * bl.ldy, bl.ldy, pg, pe, a.n, kp, ng);
