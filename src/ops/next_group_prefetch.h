@@ -6,12 +6,12 @@
 // from L2, fetching nothing: memory waits and FMAs took turns (one thread, 32 rows over bf16
 // weights streamed from DRAM: the first tile of a group took 1.5-1.7x the cycles of the others).
 // Session 14 spread the lines over the later tiles' k steps; with few rows that left the same
-// turns (16 rows are two tiles: the second tile's steps fetched the next group while the first
-// tile's stream waited), so since session 26 every tile fetches, the first one included, which
-// then finds its weights in L2. The lines are spread evenly: one line every step (done in fewer
-// steps than there are), or all of them in half the steps, was slower, as the prefetches then
-// hold the line-fill buffers that the tiles' own loads need (docs/performance.md). A prefetch is
-// only a hint: no effect on the bits.
+// turns (16 rows are two tiles: the first streamed its group with nothing fetched ahead, then the
+// second computed from L2 while the next group came), so since session 26 every tile fetches,
+// the first one included, which then finds its weights in L2. The lines are spread evenly: one line
+// every step (done in fewer steps than there are), or all of them in half the steps, was slower, as
+// the prefetches then hold the line-fill buffers that the tiles' own loads need
+// (docs/performance.md). A prefetch is only a hint: no effect on the bits.
 //
 // Fetch::line(p) issues the prefetch of the line at p. The kernels pass a type of their own
 // translation unit, so that each instruction set keeps its own copy of this code; the tests pass
