@@ -338,7 +338,8 @@ struct PackedGemm {
     return r == 1 ? (Q && !SIGNED ? 2 : 4) : r == 2 ? 2 : 1;
   }
 
-  // Panels [p, pe) for rows [0, R_), panels_at_once(R_) at a time.
+  // Panels [p, pe) for rows [0, R_), panels_at_once(R_) at a time (tile_calls counts its calls:
+  // keep the two alike).
   template <int R_>
   static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
                    bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp,
@@ -461,7 +462,6 @@ struct PackedGemm {
     const long l2_free = l2_room(rc.rows, kcur);
     NextGroup ng;
     int group = -1;
-    long full_steps = -1;  // group_steps of a whole group (every group but perhaps the last)
     for_each_tile<MR>(a, group_size, [&](const Block& bl, int r, int nr, int pg, int pe) {
       if (pg != group) {
         group = pg;
@@ -484,8 +484,7 @@ struct PackedGemm {
           const int np = pe - pg;
           const int ne = pe + group_size < a.p1 ? pe + group_size : a.p1;
           const ptrdiff_t seg = ptrdiff_t(kcur) * KSTRIDE;  // a panel's bytes in this K block
-          if (np == group_size && full_steps < 0) full_steps = group_steps(a, np, kcur);
-          const long steps = np == group_size ? full_steps : group_steps(a, np, kcur);
+          const long steps = group_steps(a, np, kcur);      // O(tiles), once a group
           long room = l2_free - np * seg;
           if (room > steps / kStepsPerLine * 64) room = steps / kStepsPerLine * 64;
           ng = NextGroup::over(w0 + pe * pstride + ptrdiff_t(k0) * KSTRIDE, pstride, seg, ne - pe,
