@@ -26,8 +26,10 @@
 // between K blocks, exactly) or thread; a code output is its chain of per-group chains, likewise.
 #pragma once
 
-// Only templates whose every instantiation names a type of the including unit (Fetch below), and
-// <utility> for std::index_sequence alone (a type: no code).
+// Only templates whose every instantiation names a type of the including unit (Fetch below, the
+// callers' lambdas), <utility> for std::index_sequence and <type_traits> for
+// std::integral_constant alone (types: no code).
+#include <type_traits>
 #include <utility>
 
 #include "ops/next_group_prefetch.h"
@@ -58,6 +60,20 @@ inline __attribute__((always_inline)) void row_tiles(int m, Fn&& fn) {
   } else if (r < m) {
     fn(r, m - r);
   }
+}
+
+// The tile calls of one row tile over panels [p, pe), in order: as many calls of AT_ONCE panels
+// as fit (one or two rows take several, so that their accumulators still cover the FMA latency:
+// PackedGemm::panels_at_once), then, where AT_ONCE > 2, pairs, then single panels.
+// fn(first panel, std::integral_constant<int, panels>). One source for the calls PackedGemm::rows
+// makes and for the count of their k steps that the next group's prefetch is spread over
+// (PackedGemm::tile_calls), so that the two cannot differ.
+template <int AT_ONCE, class Fn>
+inline __attribute__((always_inline)) void panel_calls(int p, int pe, Fn&& fn) {
+  for (; p + AT_ONCE <= pe; p += AT_ONCE) fn(p, std::integral_constant<int, AT_ONCE>{});
+  if constexpr (AT_ONCE > 2)
+    for (; p + 2 <= pe; p += 2) fn(p, std::integral_constant<int, 2>{});
+  for (; p < pe; ++p) fn(p, std::integral_constant<int, 1>{});
 }
 
 template <int MR, class Fn>
@@ -338,43 +354,34 @@ struct PackedGemm {
     return r == 1 ? (Q && !SIGNED ? 2 : 4) : r == 2 ? 2 : 1;
   }
 
-  // Panels [p, pe) for rows [0, R_), panels_at_once(R_) at a time (tile_calls counts its calls:
-  // keep the two alike).
+  // Panels [p, pe) for rows [0, R_), panels_at_once(R_) at a time (panel_calls).
   template <int R_>
   static void rows(const float* x, ptrdiff_t ldx, const unsigned char* w, ptrdiff_t pstride, int kc,
                    bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp,
                    NextGroup& ng) {
-    constexpr int NP = panels_at_once(R_);
-    for (; p + NP <= pe; p += NP) {
-      kp.panel = p;
-      tile_any<R_, NP>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp,
-                       ng);
-    }
-    // One row in a group of two panels (panel_group) or at a group's end: two at once.
-    if constexpr (NP > 2) {
-      for (; p + 2 <= pe; p += 2) {
-        kp.panel = p;
-        tile_any<R_, 2>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR,
-                        kp, ng);
-      }
-    }
-    for (; p < pe; ++p) {
-      kp.panel = p;
-      tile_any<R_, 1>(x, ldx, w + p * pstride, pstride, kc, first, y + p * NR, ldy, n - p * NR, kp,
-                      ng);
-    }
+    panel_calls<panels_at_once(R_)>(
+        p, pe, [&](int q, auto np) __attribute__((always_inline)) {
+          kp.panel = q;
+          tile_any<R_, decltype(np)::value>(x, ldx, w + q * pstride, pstride, kc, first, y + q * NR,
+                                            ldy, n - q * NR, kp, ng);
+        });
   }
 
-  // The tile() / tile_q() calls rows<r> makes over np panels: each runs the K block's k steps
-  // once.
+  // The tile() / tile_q() calls rows<r> makes over np panels, each of which runs the K block's k
+  // steps once: the same panel_calls, counted.
+  template <int R_>
+  static int calls_of(int np) {
+    int calls = 0;
+    panel_calls<panels_at_once(R_)>(0, np, [&](int, auto) { ++calls; });
+    return calls;
+  }
+  template <size_t... I>
+  static int tile_calls_of(int r, int np, std::index_sequence<I...>) {
+    static constexpr int (*fns[])(int) = {&calls_of<int(I) + 1>...};
+    return fns[r - 1](np);
+  }
   static int tile_calls(int r, int np) {
-    const int at_once = panels_at_once(r);
-    int calls = np / at_once, left = np % at_once;
-    if (at_once > 2) {  // then pairs
-      calls += left / 2;
-      left %= 2;
-    }
-    return calls + left;
+    return tile_calls_of(r, np, std::make_index_sequence<MR>{});
   }
 
   // The k steps of every row tile of every block over np panels of one K block of kc values: what

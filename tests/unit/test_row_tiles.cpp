@@ -2,9 +2,12 @@
 // block exactly once, in order, in ceil(m / MR) tiles of at most MR rows, none of fewer than
 // MR / 2 rows where the block has more than MR, and full MR-row tiles wherever the last tile is
 // not small. The bits of a product do not depend on the tiles (the packed GEMM tests check the
-// products); this pins the split the speed depends on.
+// products); this pins the split the speed depends on. Also the panel calls of one row tile
+// (panel_calls): the calls PackedGemm::rows makes and the count the next group's prefetch is
+// spread over, from one source.
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "ops/packed_kernel.h"
@@ -102,6 +105,58 @@ TEST(RowTiles, VisitPanelGroupsOuterAndEveryBlockInEachGroup) {
       EXPECT_EQ(x[i].p1, p1);
     }
   }
+}
+
+// The panels of each call of panel_calls<AT_ONCE> over [p, pe).
+template <int AT_ONCE>
+std::vector<std::pair<int, int>> calls_of(int p, int pe) {
+  std::vector<std::pair<int, int>> out;
+  dllmq::kern::panel_calls<AT_ONCE>(p, pe, [&](int q, auto np) { out.push_back({q, np.value}); });
+  return out;
+}
+
+template <int AT_ONCE>
+void check_panel_calls(int p, int pe) {
+  SCOPED_TRACE(testing::Message() << "at once " << AT_ONCE << " panels [" << p << ", " << pe
+                                  << ")");
+  const auto c = calls_of<AT_ONCE>(p, pe);
+  int next = p;
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_EQ(c[i].first, next);  // every panel once, in order
+    EXPECT_TRUE(c[i].second == AT_ONCE || c[i].second == 2 || c[i].second == 1);
+    EXPECT_LE(c[i].second, AT_ONCE);
+    if (i > 0) {
+      EXPECT_LE(c[i].second, c[i - 1].second);  // the widest calls first
+    }
+    next += c[i].second;
+  }
+  EXPECT_EQ(next, pe > p ? pe : p);
+  // As many calls of AT_ONCE panels as fit, then at most one pair (AT_ONCE 4) and one single.
+  int full = 0, pairs = 0, singles = 0;
+  for (const auto& x : c) {
+    full += x.second == AT_ONCE;
+    pairs += AT_ONCE > 2 && x.second == 2;
+    singles += AT_ONCE > 1 && x.second == 1;
+  }
+  const int np = pe > p ? pe - p : 0;
+  EXPECT_EQ(full, np / AT_ONCE);
+  EXPECT_LE(pairs, 1);
+  EXPECT_LE(singles, 1);
+}
+
+TEST(PanelCalls, CoverEveryPanelOnceWidestCallsFirst) {
+  for (int p = 0; p < 3; ++p)
+    for (int pe = p; pe <= p + 11; ++pe) {
+      check_panel_calls<1>(p, pe);
+      check_panel_calls<2>(p, pe);
+      check_panel_calls<4>(p, pe);
+    }
+  using C = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(calls_of<4>(0, 7), (C{{0, 4}, {4, 2}, {6, 1}}));
+  EXPECT_EQ(calls_of<4>(2, 5), (C{{2, 2}, {4, 1}}));
+  EXPECT_EQ(calls_of<2>(0, 5), (C{{0, 2}, {2, 2}, {4, 1}}));
+  EXPECT_EQ(calls_of<1>(3, 5), (C{{3, 1}, {4, 1}}));
+  EXPECT_TRUE(calls_of<4>(4, 4).empty());
 }
 
 }  // namespace
