@@ -13,7 +13,8 @@
 // min(read rate, resident rate); one whose work and stream take turns, at
 // 1 / (1 / read rate + 1 / resident rate). The AMX kernel lies between the two, far below the
 // first at 32 rows (docs/performance.md). BM_StreamPanelGroup: the stream with the packed
-// kernels' panel groups forced, beside their rule's.
+// kernels' panel groups forced, beside their rule's. BM_WeightStreamSmall: the same bytes in
+// products a quarter the size, each with a first panel group that nothing prefetched.
 //   build/bench/weight_stream_bench --benchmark_counters_tabular=true
 //   build/bench/weight_stream_bench --benchmark_filter=PanelGroup --benchmark_repetitions=3
 //     --benchmark_enable_random_interleaving=true   (one command line)
@@ -59,8 +60,8 @@ void product(const float* x, int m, const Linear& l, float* y, ComputeDType cdt,
   }
 }
 
-// The chain of kWeights products over `distinct` weights of [n, kK] (used in turn), timed.
-void run_chain(benchmark::State& st, int n, int distinct, int group = -1) {
+// The chain of `products` products over `distinct` weights of [n, kK] (used in turn), timed.
+void run_chain(benchmark::State& st, int n, int distinct, int group = -1, int products = kWeights) {
   const int m = int(st.range(0));
   const DType wdt = st.range(1) ? DType::kBF16 : DType::kF32;
   const ComputeDType cdt = st.range(2) ? ComputeDType::kBF16 : ComputeDType::kF32;
@@ -89,10 +90,10 @@ void run_chain(benchmark::State& st, int n, int distinct, int group = -1) {
   std::vector<float> x(size_t(m) * kK), y(size_t(m) * n);
   for (float& v : x) v = next_value(seed);
   for (auto _ : st)
-    for (int i = 0; i < kWeights; ++i)
+    for (int i = 0; i < products; ++i)
       product(x.data(), m, lin[i % distinct], y.data(), cdt, group);
-  const double bytes = double(per) * dtype_size(wdt) * kWeights;
-  const double flops = 2.0 * m * double(per) * kWeights;
+  const double bytes = double(per) * dtype_size(wdt) * products;
+  const double flops = 2.0 * m * double(per) * products;
   st.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["weight_GB/s"] =
@@ -112,6 +113,14 @@ void run_chain(benchmark::State& st, int n, int distinct, int group = -1) {
 
 void BM_WeightStream(benchmark::State& st) {
   run_chain(st, kN, kWeights);
+}
+
+// The same bytes as BM_WeightStream in four times as many products of [1024, 1024] (the d 1,024
+// models' q, k, v and o: 4 MiB in f32, 2 MiB per thread of two), each a product of its own whose
+// first panel group nothing fetched ahead (the kernels prefetch the next group within a product
+// only): what that first group costs, beside BM_WeightStream's 16 MiB products.
+void BM_WeightStreamSmall(benchmark::State& st) {
+  run_chain(st, 1024, 4 * kWeights, -1, 4 * kWeights);
 }
 
 // [1024, 1024]: 4 MiB in f32, 2 MiB in bf16, half of it per thread of two: within a 2 MiB L2 in
@@ -136,6 +145,11 @@ void Shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_WeightStream)
     ->Apply(Shapes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
+BENCHMARK(BM_WeightStreamSmall)
+    ->ArgsProduct({{8, 16, 32, 64}, {0, 1}, {0}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(0.5);
