@@ -64,7 +64,8 @@ inline __attribute__((always_inline)) void row_tiles(int m, Fn&& fn) {
 
 // The tile calls of one row tile over panels [p, pe), in order: as many calls of AT_ONCE panels
 // as fit (one or two rows take several, so that their accumulators still cover the FMA latency:
-// PackedGemm::panels_at_once), then, where AT_ONCE > 2, pairs, then single panels.
+// PackedGemm::panels_at_once), then, where AT_ONCE > 2, pairs (one row in a group of two panels,
+// or at a group's end), then single panels.
 // fn(first panel, std::integral_constant<int, panels>). One source for the calls PackedGemm::rows
 // makes and for the count of their k steps that the next group's prefetch is spread over
 // (PackedGemm::tile_calls), so that the two cannot differ.
@@ -360,10 +361,10 @@ struct PackedGemm {
                    bool first, float* y, ptrdiff_t ldy, int p, int pe, int n, KPos kp,
                    NextGroup& ng) {
     panel_calls<panels_at_once(R_)>(
-        p, pe, [&](int q, auto np) __attribute__((always_inline)) {
-          kp.panel = q;
-          tile_any<R_, decltype(np)::value>(x, ldx, w + q * pstride, pstride, kc, first, y + q * NR,
-                                            ldy, n - q * NR, kp, ng);
+        p, pe, [&](int pc, auto np) __attribute__((always_inline)) {
+          kp.panel = pc;
+          tile_any<R_, decltype(np)::value>(x, ldx, w + pc * pstride, pstride, kc, first,
+                                            y + pc * NR, ldy, n - pc * NR, kp, ng);
         });
   }
 
